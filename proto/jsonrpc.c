@@ -1,0 +1,164 @@
+/* proto/jsonrpc.c — see jsonrpc.h. */
+#include "jsonrpc.h"
+
+#include <string.h>
+
+void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
+{
+	memset(m, 0, sizeof *m);
+	m->kind = RPC_INVALID;
+	m->err_code = RPC_PARSE_ERROR;
+	m->err_msg = "Parse error: not valid JSON";
+
+	/* cJSON stops at the first NUL; a NUL inside the line is not JSON text. */
+	if (len == 0 || memchr(line, '\0', len)) {
+		return;
+	}
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+	if (!root)
+		return;
+	/* Trailing non-space bytes after the value make the line invalid JSON. */
+	for (const char *p = end; p && p < line + len; p++) {
+		if (*p != ' ' && *p != '\t' && *p != '\r') {
+			cJSON_Delete(root);
+			return;
+		}
+	}
+	m->root = root;
+	m->err_code = RPC_INVALID_REQUEST;
+	if (cJSON_IsArray(root)) {
+		m->err_msg = "Invalid Request: batches are not supported";
+		return;
+	}
+	if (!cJSON_IsObject(root)) {
+		m->err_msg = "Invalid Request: a message must be a JSON object";
+		return;
+	}
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
+	int id_ok = id && (cJSON_IsString(id) || (cJSON_IsNumber(id) &&
+	            id->valuedouble == (double)(long long)id->valuedouble));
+	if (id_ok)
+		m->id = id;
+	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "jsonrpc");
+	if (!cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0) {
+		m->err_msg = "Invalid Request: jsonrpc must be \"2.0\"";
+		return;
+	}
+	if (id && !id_ok) {
+		m->err_msg = "Invalid Request: id must be a string or an integer";
+		return;
+	}
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(root, "method");
+	if (method) {
+		if (!cJSON_IsString(method) || method->valuestring[0] == '\0') {
+			m->err_msg = "Invalid Request: method must be a non-empty string";
+			return;
+		}
+		cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
+		if (params && !cJSON_IsObject(params)) {
+			/* MCP params are always objects; positional arrays are not used. */
+			m->err_code = RPC_INVALID_PARAMS;
+			m->err_msg = "Invalid params: params must be an object";
+			if (!id)
+				m->id = NULL;
+			return;
+		}
+		m->method = method->valuestring;
+		m->params = params;
+		m->kind = id ? RPC_REQUEST : RPC_NOTIFICATION;
+		return;
+	}
+	const cJSON *result = cJSON_GetObjectItemCaseSensitive(root, "result");
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(root, "error");
+	if (id && ((result != NULL) ^ (error != NULL))) {
+		m->result = result;
+		m->error = error;
+		m->kind = RPC_RESPONSE;
+		return;
+	}
+	m->err_msg = "Invalid Request: neither a request, a notification nor a response";
+}
+
+void rpc_msg_free(struct rpc_msg *m)
+{
+	cJSON_Delete(m->root);
+	memset(m, 0, sizeof *m);
+}
+
+static char *finish(cJSON *o)
+{
+	if (!o)
+		return NULL;
+	/* PrintUnformatted escapes control characters, so the text never contains a newline. */
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+static cJSON *envelope(const cJSON *id)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddStringToObject(o, "jsonrpc", "2.0");
+	cJSON *idc = id ? cJSON_Duplicate(id, 0) : cJSON_CreateNull();
+	cJSON_AddItemToObject(o, "id", idc);
+	return o;
+}
+
+char *rpc_result(const cJSON *id, cJSON *result)
+{
+	cJSON *o = envelope(id);
+	if (!o) {
+		cJSON_Delete(result);
+		return NULL;
+	}
+	cJSON_AddItemToObject(o, "result", result ? result : cJSON_CreateObject());
+	return finish(o);
+}
+
+char *rpc_error(const cJSON *id, int code, const char *message, cJSON *data)
+{
+	cJSON *o = envelope(id);
+	cJSON *e = cJSON_CreateObject();
+	if (!o || !e) {
+		cJSON_Delete(o);
+		cJSON_Delete(e);
+		cJSON_Delete(data);
+		return NULL;
+	}
+	cJSON_AddNumberToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", message);
+	if (data)
+		cJSON_AddItemToObject(e, "data", data);
+	cJSON_AddItemToObject(o, "error", e);
+	return finish(o);
+}
+
+char *rpc_notification(const char *method, cJSON *params)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o) {
+		cJSON_Delete(params);
+		return NULL;
+	}
+	cJSON_AddStringToObject(o, "jsonrpc", "2.0");
+	cJSON_AddStringToObject(o, "method", method);
+	if (params)
+		cJSON_AddItemToObject(o, "params", params);
+	return finish(o);
+}
+
+char *rpc_request(const cJSON *id, const char *method, cJSON *params)
+{
+	cJSON *o = envelope(id);
+	if (!o) {
+		cJSON_Delete(params);
+		return NULL;
+	}
+	cJSON_AddStringToObject(o, "method", method);
+	if (params)
+		cJSON_AddItemToObject(o, "params", params);
+	return finish(o);
+}

@@ -1,0 +1,437 @@
+/* supervisor/call.c — see call.h. */
+#include "call.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cJSON.h>
+#include "jsonrpc.h"
+#include "wire.h"
+
+static const char usage_call[] =
+	"usage: forkpoint call TOOL ['JSON'] --config FILE [--state DIR]\n"
+	"\n"
+	"Runs TOOL with the JSON arguments through a real MCP session with forkpoint mcp,\n"
+	"showing progress, asking the job's questions here, and printing the result as JSON.\n"
+	"Ctrl-C cancels the task.  Exit status: 0 completed, 1 failed or cancelled.\n";
+
+struct client {
+	pid_t pid;
+	int to, from;          /* pipes to the server's stdin / from its stdout */
+	struct wbuf in;        /* bytes read, not yet split into lines */
+	long next_id;
+	int tty;               /* stderr is a terminal: draw a bar */
+	int bar_shown;
+	char last_msg[512];
+};
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int s)
+{
+	(void)s;
+	interrupted = 1;
+}
+
+static int start_server(struct client *c, const char *config, const char *state)
+{
+	int in[2], out[2];
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		/* The server's own log stays out of the way of the bar unless it is a warning. */
+		const char *argv[10];
+		int n = 0;
+		argv[n++] = "forkpoint";
+		argv[n++] = "mcp";
+		argv[n++] = "--config";
+		argv[n++] = config;
+		if (state) {
+			argv[n++] = "--state";
+			argv[n++] = state;
+		}
+		argv[n++] = "--log-level";
+		argv[n++] = "warning";
+		argv[n] = NULL;
+		signal(SIGINT, SIG_IGN);
+		execv("/proc/self/exe", (char *const *)argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	c->pid = pid;
+	c->to = in[1];
+	c->from = out[0];
+	return 0;
+}
+
+/* Read one line from the server; NULL on EOF/error.  Caller frees. */
+static char *read_line(struct client *c, int timeout_ms)
+{
+	for (;;) {
+		unsigned char *start = c->in.data + c->in.off;
+		size_t avail = wbuf_pending(&c->in);
+		unsigned char *nl = avail ? memchr(start, '\n', avail) : NULL;
+		if (nl) {
+			size_t len = (size_t)(nl - start);
+			char *line = malloc(len + 1);
+			if (!line)
+				return NULL;
+			memcpy(line, start, len);
+			line[len] = 0;
+			wbuf_consume(&c->in, len + 1);
+			return line;
+		}
+		struct pollfd p = { .fd = c->from, .events = POLLIN };
+		int r = poll(&p, 1, timeout_ms);
+		if (r < 0 && errno == EINTR) {
+			if (interrupted)
+				return NULL;
+			continue;
+		}
+		if (r <= 0)
+			return NULL;
+		char buf[65536];
+		ssize_t n = read(c->from, buf, sizeof buf);
+		if (n <= 0)
+			return NULL;
+		if (wbuf_append(&c->in, buf, (size_t)n) < 0)
+			return NULL;
+	}
+}
+
+static void clear_bar(struct client *c)
+{
+	if (c->tty && c->bar_shown) {
+		fputs("\r\033[K", stderr);
+		c->bar_shown = 0;
+	}
+}
+
+static void show_progress(struct client *c, double fraction, const char *msg)
+{
+	if (!msg)
+		msg = "";
+	if (c->tty) {
+		char bar[41];
+		int filled = fraction >= 0 ? (int)(fraction * 40 + 0.5) : 0;
+		for (int i = 0; i < 40; i++)
+			bar[i] = i < filled ? '#' : '.';
+		bar[40] = 0;
+		if (fraction >= 0)
+			fprintf(stderr, "\r\033[K[%s] %3d%%  %.60s", bar, (int)(fraction * 100 + 0.5), msg);
+		else
+			fprintf(stderr, "\r\033[K[%s]  %.60s", bar, msg);
+		c->bar_shown = 1;
+	} else if (strcmp(msg, c->last_msg) != 0) {
+		if (fraction >= 0)
+			fprintf(stderr, "progress %3d%% %s\n", (int)(fraction * 100 + 0.5), msg);
+		else
+			fprintf(stderr, "progress %s\n", msg);
+	}
+	snprintf(c->last_msg, sizeof c->last_msg, "%s", msg);
+	fflush(stderr);
+}
+
+/* Send a request and wait for its response; notifications seen meanwhile update the bar.
+ * Returns the parsed response (caller frees) or NULL. */
+static cJSON *request(struct client *c, const char *method, cJSON *params)
+{
+	cJSON *id = cJSON_CreateNumber((double)++c->next_id);
+	char *line = rpc_request(id, method, params);
+	int rc = line ? wire_write_full(c->to, line, strlen(line)) : -ENOMEM;
+	if (rc == 0)
+		rc = wire_write_full(c->to, "\n", 1);
+	free(line);
+	if (rc < 0) {
+		cJSON_Delete(id);
+		return NULL;
+	}
+	for (;;) {
+		char *l = read_line(c, 600000);
+		if (!l) {
+			cJSON_Delete(id);
+			return NULL;
+		}
+		cJSON *msg = cJSON_Parse(l);
+		free(l);
+		if (!msg)
+			continue;
+		const cJSON *mid = cJSON_GetObjectItem(msg, "id");
+		const cJSON *mm = cJSON_GetObjectItem(msg, "method");
+		if (cJSON_IsString(mm) && strcmp(mm->valuestring, "notifications/progress") == 0) {
+			const cJSON *p = cJSON_GetObjectItem(msg, "params");
+			const cJSON *pr = cJSON_GetObjectItem(p, "progress");
+			const cJSON *ms = cJSON_GetObjectItem(p, "message");
+			show_progress(c, cJSON_IsNumber(pr) ? pr->valuedouble : -1,
+			              cJSON_IsString(ms) ? ms->valuestring : "");
+		}
+		if (!mm && cJSON_IsNumber(mid) && mid->valuedouble == id->valuedouble) {
+			cJSON_Delete(id);
+			return msg;
+		}
+		cJSON_Delete(msg);
+	}
+}
+
+static void notify(struct client *c, const char *method)
+{
+	char *line = rpc_notification(method, NULL);
+	if (line) {
+		(void)!wire_write_full(c->to, line, strlen(line));
+		(void)!wire_write_full(c->to, "\n", 1);
+	}
+	free(line);
+}
+
+static cJSON *call_tool(struct client *c, const char *name, cJSON *args)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "name", name);
+	cJSON_AddItemToObject(p, "arguments", args);
+	cJSON_AddNumberToObject(cJSON_AddObjectToObject(p, "_meta"), "progressToken", 1);
+	cJSON *resp = request(c, "tools/call", p);
+	return resp;
+}
+
+static cJSON *facade(struct client *c, const char *tool, const char *task_id, const char *response)
+{
+	cJSON *a = cJSON_CreateObject();
+	cJSON_AddStringToObject(a, "taskId", task_id);
+	if (response)
+		cJSON_AddStringToObject(a, "response", response);
+	return call_tool(c, tool, a);
+}
+
+static const cJSON *structured(const cJSON *resp)
+{
+	return cJSON_GetObjectItem(cJSON_GetObjectItem(resp, "result"), "structuredContent");
+}
+
+static void print_json(const cJSON *v)
+{
+	char *s = cJSON_Print(v);
+	if (s)
+		printf("%s\n", s);
+	free(s);
+	fflush(stdout);
+}
+
+/* Ask a question on the terminal.  Returns a malloc'd answer or NULL. */
+static char *ask_user(struct client *c, const cJSON *req)
+{
+	const cJSON *prompt = cJSON_GetObjectItem(req, "prompt");
+	const cJSON *choices = cJSON_GetObjectItem(req, "choices");
+	clear_bar(c);
+	FILE *tty = fopen("/dev/tty", "r+");
+	FILE *in = tty ? tty : stdin;
+	FILE *out = tty ? tty : stderr;
+	char line[1024];
+	char *answer = NULL;
+	for (int tries = 0; tries < 5 && !answer; tries++) {
+		fprintf(out, "? %s", cJSON_IsString(prompt) ? prompt->valuestring : "(no prompt)");
+		if (cJSON_IsArray(choices)) {
+			fputs(" [", out);
+			const cJSON *ch;
+			int first = 1;
+			cJSON_ArrayForEach(ch, choices) {
+				fprintf(out, "%s%s", first ? "" : "/", cJSON_IsString(ch) ? ch->valuestring : "?");
+				first = 0;
+			}
+			fputs("]", out);
+		}
+		fputs(" ", out);
+		fflush(out);
+		if (!fgets(line, sizeof line, in))
+			break;
+		line[strcspn(line, "\r\n")] = 0;
+		if (!cJSON_IsArray(choices) || cJSON_GetArraySize(choices) == 0) {
+			answer = strdup(line);
+			break;
+		}
+		const cJSON *ch;
+		cJSON_ArrayForEach(ch, choices)
+			if (cJSON_IsString(ch) && strcmp(ch->valuestring, line) == 0)
+				answer = strdup(line);
+		if (!answer)
+			fprintf(out, "  please answer with one of the choices\n");
+	}
+	if (tty)
+		fclose(tty);
+	return answer;
+}
+
+static int drive(struct client *c, const char *tool, cJSON *args)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "protocolVersion", "2025-11-25");
+	cJSON_AddObjectToObject(p, "capabilities");
+	cJSON *ci = cJSON_AddObjectToObject(p, "clientInfo");
+	cJSON_AddStringToObject(ci, "name", "forkpoint-call");
+	cJSON_AddStringToObject(ci, "version", FORKPOINT_VERSION);
+	cJSON *init = request(c, "initialize", p);
+	if (!init || cJSON_GetObjectItem(init, "error")) {
+		fprintf(stderr, "forkpoint: the server did not initialize (see the messages above)\n");
+		cJSON_Delete(init);
+		cJSON_Delete(args);
+		return 1;
+	}
+	cJSON_Delete(init);
+	notify(c, "notifications/initialized");
+
+	cJSON *resp = call_tool(c, tool, args);
+	if (!resp) {
+		fprintf(stderr, "forkpoint: no answer from the server\n");
+		return 1;
+	}
+	const cJSON *err = cJSON_GetObjectItem(resp, "error");
+	if (err) {
+		fprintf(stderr, "forkpoint: %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(err, "message")));
+		cJSON_Delete(resp);
+		return 1;
+	}
+	const cJSON *sc = structured(resp);
+	const cJSON *task = cJSON_GetObjectItem(sc, "taskId");
+	const cJSON *pw = cJSON_GetObjectItem(sc, "pollWith");
+	if (!cJSON_IsString(task) || !cJSON_IsString(pw)) {
+		/* A sync tool (or a failure before any task): the answer is the result. */
+		clear_bar(c);
+		const cJSON *r = cJSON_GetObjectItem(resp, "result");
+		print_json(sc ? sc : r);
+		int bad = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
+		cJSON_Delete(resp);
+		return bad ? 1 : 0;
+	}
+	char id[64];
+	snprintf(id, sizeof id, "%s", task->valuestring);
+	cJSON_Delete(resp);
+	if (!c->tty)
+		fprintf(stderr, "task %s started\n", id);
+	int rc = 1;
+	for (;;) {
+		if (interrupted) {
+			clear_bar(c);
+			fprintf(stderr, "forkpoint: interrupted; cancelling task %s\n", id);
+			cJSON_Delete(facade(c, "durable_task_cancel", id, NULL));
+			return 130;
+		}
+		cJSON *g = facade(c, "durable_task_get", id, NULL);
+		const cJSON *v = structured(g);
+		const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(v, "status"));
+		if (!st) {
+			fprintf(stderr, "forkpoint: lost contact with the server\n");
+			cJSON_Delete(g);
+			return 1;
+		}
+		if (strcmp(st, "working") == 0) {
+			const cJSON *pr = cJSON_GetObjectItem(v, "progress");
+			const cJSON *fr = cJSON_GetObjectItem(pr, "fraction");
+			const cJSON *qp = cJSON_GetObjectItem(v, "queuePosition");
+			char qmsg[64];
+			const char *msg = cJSON_GetStringValue(cJSON_GetObjectItem(pr, "message"));
+			if (cJSON_IsNumber(qp)) {
+				snprintf(qmsg, sizeof qmsg, "queued (position %d)", qp->valueint);
+				msg = qmsg;
+			}
+			show_progress(c, cJSON_IsNumber(fr) ? fr->valuedouble : -1, msg ? msg : "working");
+		} else if (strcmp(st, "input_required") == 0) {
+			char *a = ask_user(c, cJSON_GetObjectItem(v, "inputRequest"));
+			if (!a) {
+				fprintf(stderr, "forkpoint: no answer given; cancelling task %s\n", id);
+				cJSON_Delete(facade(c, "durable_task_cancel", id, NULL));
+				cJSON_Delete(g);
+				return 1;
+			}
+			cJSON_Delete(facade(c, "durable_task_respond", id, a));
+			free(a);
+		} else {
+			clear_bar(c);
+			if (strcmp(st, "completed") == 0) {
+				show_progress(c, 1.0, "done");
+				if (c->tty)
+					fputc('\n', stderr);
+				print_json(cJSON_GetObjectItem(v, "result"));
+				rc = 0;
+			} else {
+				fprintf(stderr, "task %s %s\n", id, st);
+				print_json(v);
+			}
+			cJSON_Delete(g);
+			return rc;
+		}
+		cJSON_Delete(g);
+		/* Poll briskly: this is a person watching, not a model paying per call. */
+		struct timespec ts = { 0, 150 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+int call_main(int argc, char **argv)
+{
+	const char *tool = NULL, *json = NULL, *config = getenv("FORKPOINT_CONFIG"), *state = NULL;
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(usage_call, stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+			config = argv[++i];
+		} else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc) {
+			state = argv[++i];
+		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
+			fprintf(stderr, "forkpoint: call: unknown option '%s'\n\n%s", argv[i], usage_call);
+			return 2;
+		} else if (!tool) {
+			tool = argv[i];
+		} else if (!json) {
+			json = argv[i];
+		} else {
+			fprintf(stderr, "forkpoint: call: unexpected argument '%s'\n\n%s", argv[i], usage_call);
+			return 2;
+		}
+	}
+	if (!tool || !config || !*config) {
+		fprintf(stderr, "forkpoint: call: %s\n\n%s", !tool ? "TOOL is required" : "--config FILE is required",
+		        usage_call);
+		return 2;
+	}
+	cJSON *args = cJSON_Parse(json ? json : "{}");
+	if (!cJSON_IsObject(args)) {
+		fprintf(stderr, "forkpoint: call: the arguments must be a JSON object, e.g. '{\"topic\":\"x\"}'\n");
+		cJSON_Delete(args);
+		return 2;
+	}
+	struct client c;
+	memset(&c, 0, sizeof c);
+	c.tty = isatty(2);
+	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_sigint;
+	sigaction(SIGINT, &sa, NULL);
+	if (start_server(&c, config, state) < 0) {
+		fprintf(stderr, "forkpoint: call: cannot start the server: %s\n", strerror(errno));
+		cJSON_Delete(args);
+		return 1;
+	}
+	int rc = drive(&c, tool, args);
+	close(c.to);   /* EOF: the server stops its jobs and exits */
+	int st;
+	while (waitpid(c.pid, &st, 0) < 0 && errno == EINTR)
+		;
+	close(c.from);
+	wbuf_free(&c.in);
+	return rc;
+}

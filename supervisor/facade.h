@@ -1,0 +1,32 @@
+/* supervisor/facade.h — the model-facing views of tasks and the durable_task_* tools
+ * (docs/tools.md).  Results are built as {content:[text], structuredContent, isError?}. */
+#ifndef FP_FACADE_H
+#define FP_FACADE_H
+
+#include <cJSON.h>
+#include "supervisor.h"
+#include "tasks.h"
+
+/* The four tool definitions for tools/list, appended to arr. */
+void facade_list_tools(cJSON *arr);
+/* 1 if name is a facade tool. */
+int facade_is_tool(const char *name);
+/* Run a facade tool whose inputSchema (from facade_list_tools) is schema; args are validated
+ * here.  Returns a CallToolResult (NULL only when out of memory). */
+cJSON *facade_call(struct supervisor *sv, const char *name, const cJSON *schema, cJSON *args);
+
+/* The handle a task-mode call returns at once. */
+cJSON *facade_handle(struct supervisor *sv, const struct task *t);
+/* What durable_task_get shows for t. */
+cJSON *facade_view(struct supervisor *sv, const struct task *t);
+/* Wrap a JSON object as a CallToolResult: same JSON as structuredContent and as text. */
+cJSON *facade_result(cJSON *obj, int is_error);
+/* A CallToolResult for a failure envelope {status:"failed", error:{…}}; extra may add fields
+ * to error (consumed, may be NULL). */
+cJSON *facade_error(const char *code, const char *message, int retryable, const char *hint);
+/* The result of a finished task as the original tool call's result (sync/auto mode). */
+cJSON *facade_final_result(struct supervisor *sv, const struct task *t);
+/* ISO 8601 UTC with milliseconds. */
+void facade_iso_time(int64_t ms, char out[64]);
+
+#endif

@@ -1,0 +1,488 @@
+/* supervisor/job.c — see job.h.
+ *
+ * The job is a hostile peer.  Reads are non-blocking and bounded per loop turn, so a job that
+ * floods its socket or its stdout cannot starve other jobs or the MCP clients; frames go through
+ * frame_reader (length checked before allocating); sustained frame or byte rates above the
+ * quota kill the job.  The tree is killed with kill(-pgid) while the main process is still a
+ * zombie (its pid, and so the group id, cannot be reused until we reap it). */
+#include "job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "spawn.h"
+#include "wire.h"
+
+#define READ_PER_TURN   (256u << 10)   /* per fd per loop turn: fairness between jobs */
+#define TAIL_BYTES      4096
+#define QUOTA_WINDOW_MS 2000
+#define QUOTA_FRAMES    4000            /* per window: 2000 frames/s sustained */
+#define QUOTA_BYTES     (128u << 20)    /* per window: 64 MiB/s sustained */
+#define OUTQ_MAX        (64u << 20)     /* a job that stops reading its socket is killed */
+
+struct job {
+	struct supervisor *sv;
+	const struct job_callbacks *cb;
+	void *owner;
+	char task_id[40];
+	pid_t pid;
+	int pidfd, sock, out, logfd;
+	long log_max, log_written;
+	int log_truncated;
+	struct frame_reader *reader;
+	struct wbuf outq;
+	char tail[TAIL_BYTES];
+	size_t tail_len;           /* ring: bytes valid */
+	size_t tail_pos;           /* next write position */
+	int64_t win_start;
+	long win_frames, win_bytes;
+	struct loop_timer *kill_timer;
+	int killed_by_us;
+	const char *violation;
+	int exited;
+	int sock_eof, out_eof;
+};
+
+static void job_close_fds(struct job *j)
+{
+	struct loop *l = j->sv->loop;
+	if (j->sock >= 0) {
+		loop_del_fd(l, j->sock);
+		close(j->sock);
+		j->sock = -1;
+	}
+	if (j->out >= 0) {
+		loop_del_fd(l, j->out);
+		close(j->out);
+		j->out = -1;
+	}
+	if (j->pidfd >= 0) {
+		loop_del_fd(l, j->pidfd);
+		close(j->pidfd);
+		j->pidfd = -1;
+	}
+	if (j->logfd >= 0) {
+		close(j->logfd);
+		j->logfd = -1;
+	}
+}
+
+static void kill_tree(struct job *j)
+{
+	if (j->pid > 0 && !j->exited) {
+		kill(-j->pid, SIGKILL);
+		kill(j->pid, SIGKILL);
+	}
+}
+
+void job_kill(struct job *j, const char *violation)
+{
+	if (violation && !j->violation)
+		j->violation = violation;
+	j->killed_by_us = 1;
+	kill_tree(j);
+}
+
+static void kill_timer_cb(struct loop *l, void *arg)
+{
+	struct job *j = arg;
+	(void)l;
+	j->kill_timer = NULL;
+	job_kill(j, NULL);
+}
+
+void job_kill_after(struct job *j, long ms)
+{
+	if (j->kill_timer || j->exited)
+		return;
+	j->kill_timer = loop_timer_in(j->sv->loop, ms, kill_timer_cb, j);
+	if (!j->kill_timer)
+		job_kill(j, NULL);
+}
+
+pid_t job_pid(const struct job *j)
+{
+	return j->pid;
+}
+
+/* ---- captured output -------------------------------------------------------- */
+
+static void capture(struct job *j, const char *buf, size_t n)
+{
+	if (j->logfd >= 0 && j->log_written < j->log_max) {
+		size_t room = (size_t)(j->log_max - j->log_written);
+		size_t w = n < room ? n : room;
+		if (wire_write_full(j->logfd, buf, w) == 0)
+			j->log_written += (long)w;
+		if (w < n && !j->log_truncated) {
+			static const char note[] = "\n[forkpoint: output truncated at logMaxBytes]\n";
+			(void)!write(j->logfd, note, sizeof note - 1);
+			j->log_truncated = 1;
+		}
+	}
+	/* The tail is a ring of the most recent bytes, for a plain program's result. */
+	if (n >= TAIL_BYTES) {
+		memcpy(j->tail, buf + n - TAIL_BYTES, TAIL_BYTES);
+		j->tail_pos = 0;
+		j->tail_len = TAIL_BYTES;
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		j->tail[j->tail_pos] = buf[i];
+		j->tail_pos = (j->tail_pos + 1) % TAIL_BYTES;
+	}
+	j->tail_len = j->tail_len + n > TAIL_BYTES ? TAIL_BYTES : j->tail_len + n;
+}
+
+static void drain_out(struct job *j, size_t budget)
+{
+	char buf[16384];
+	while (j->out >= 0 && budget > 0) {
+		ssize_t n = read(j->out, buf, sizeof buf);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			n = 0;
+		}
+		if (n == 0) {
+			loop_del_fd(j->sv->loop, j->out);
+			close(j->out);
+			j->out = -1;
+			j->out_eof = 1;
+			return;
+		}
+		capture(j, buf, (size_t)n);
+		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
+	}
+}
+
+static void on_out(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	(void)l; (void)fd; (void)ev;
+	drain_out(arg, READ_PER_TURN);
+}
+
+/* ---- the frame socket ----------------------------------------------------------- */
+
+static void update_sock_events(struct job *j)
+{
+	if (j->sock >= 0)
+		loop_mod_fd(j->sv->loop, j->sock, EPOLLIN | (wbuf_pending(&j->outq) ? EPOLLOUT : 0));
+}
+
+static void flush_outq(struct job *j)
+{
+	while (j->sock >= 0 && wbuf_pending(&j->outq)) {
+		ssize_t n = send(j->sock, j->outq.data + j->outq.off, wbuf_pending(&j->outq),
+		                 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				break;
+			/* The job closed its end: nothing more can be delivered, drop the queue. */
+			wbuf_consume(&j->outq, wbuf_pending(&j->outq));
+			break;
+		}
+		wbuf_consume(&j->outq, (size_t)n);
+	}
+	update_sock_events(j);
+}
+
+int job_send(struct job *j, const void *bytes, size_t len)
+{
+	if (j->sock < 0 || j->exited)
+		return -EPIPE;
+	if (wbuf_pending(&j->outq) + len > OUTQ_MAX) {
+		job_kill(j, "job does not read its socket");
+		return -ENOBUFS;
+	}
+	int rc = wbuf_append(&j->outq, bytes, len);
+	if (rc < 0)
+		return rc;
+	flush_outq(j);
+	return 0;
+}
+
+static int quota(struct job *j, long frames, long bytes)
+{
+	int64_t now = loop_now();
+	if (now - j->win_start >= QUOTA_WINDOW_MS) {
+		j->win_start = now;
+		j->win_frames = 0;
+		j->win_bytes = 0;
+	}
+	j->win_frames += frames;
+	j->win_bytes += bytes;
+	if (j->win_frames > QUOTA_FRAMES) {
+		job_kill(j, "frame flood: more than 2000 frames per second");
+		return -1;
+	}
+	if (j->win_bytes > (long)QUOTA_BYTES) {
+		job_kill(j, "byte flood: more than 64 MiB per second on the job socket");
+		return -1;
+	}
+	return 0;
+}
+
+static void drain_sock(struct job *j, size_t budget)
+{
+	char buf[65536];
+	while (j->sock >= 0 && !j->violation && budget > 0) {
+		ssize_t n = recv(j->sock, buf, sizeof buf, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return;
+			n = 0;
+		}
+		if (n == 0) {
+			/* Keep the fd for sending until exit, but stop polling it for input. */
+			j->sock_eof = 1;
+			loop_mod_fd(j->sv->loop, j->sock, wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+			return;
+		}
+		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
+		if (quota(j, 0, n) < 0)
+			return;
+		int rc = frame_reader_feed(j->reader, buf, (size_t)n);
+		if (rc == -EMSGSIZE) {
+			job_kill(j, "protocol violation: frame larger than the limit");
+			return;
+		} else if (rc < 0) {
+			job_kill(j, "out of memory reading job frames");
+			return;
+		}
+		for (;;) {
+			struct frame f;
+			rc = frame_reader_next(j->reader, &f);
+			if (rc == 0)
+				break;
+			if (rc < 0) {
+				job_kill(j, rc == -ELOOP ? "protocol violation: frame nested too deeply"
+				                         : "protocol violation: malformed frame");
+				return;
+			}
+			if (quota(j, 1, 0) < 0) {
+				frame_release(&f);
+				return;
+			}
+			const char *why = NULL;
+			rc = j->cb->on_frame(j->owner, j, &f, &why);
+			frame_release(&f);
+			if (rc < 0) {
+				job_kill(j, why ? why : "protocol violation");
+				return;
+			}
+			if (j->exited || j->sock < 0)
+				return;
+		}
+	}
+}
+
+static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct job *j = arg;
+	(void)l; (void)fd;
+	if (ev & EPOLLOUT)
+		flush_outq(j);
+	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		drain_sock(j, READ_PER_TURN);
+	/* A peer that hung up with nothing left to read must not spin the loop. */
+	if ((ev & (EPOLLHUP | EPOLLERR)) && j->sock >= 0 && !j->sock_eof && !(ev & EPOLLIN)) {
+		j->sock_eof = 1;
+		loop_mod_fd(j->sv->loop, j->sock, 0);
+	}
+}
+
+/* ---- exit ------------------------------------------------------------------------ */
+
+static void tail_text(const struct job *j, char *out, size_t outlen)
+{
+	size_t n = j->tail_len < outlen - 1 ? j->tail_len : outlen - 1;
+	size_t start = (j->tail_pos + TAIL_BYTES - j->tail_len) % TAIL_BYTES;
+	start = (start + (j->tail_len - n)) % TAIL_BYTES;
+	for (size_t i = 0; i < n; i++)
+		out[i] = j->tail[(start + i) % TAIL_BYTES];
+	out[n] = 0;
+	/* Keep the text valid UTF-8 and printable: cut a split sequence at the front, replace
+	 * bytes that cannot be sent in JSON. */
+	size_t k = 0;
+	while (k < n && ((unsigned char)out[k] & 0xC0) == 0x80)
+		k++;
+	size_t w = 0;
+	for (size_t i = k; i < n;) {
+		unsigned char c = (unsigned char)out[i];
+		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+		int ok = len > 0 && i + len <= n;
+		for (size_t m = 1; ok && m < len; m++)
+			ok = ((unsigned char)out[i + m] & 0xC0) == 0x80;
+		if (!ok) {
+			out[w++] = '?';
+			i++;
+			continue;
+		}
+		if (len == 1 && c < 0x20 && c != '\n' && c != '\t')
+			c = '?';
+		if (len == 1) {
+			out[w++] = (char)c;
+			i++;
+		} else {
+			memmove(out + w, out + i, len);
+			w += len;
+			i += len;
+		}
+	}
+	out[w] = 0;
+}
+
+static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct job *j = arg;
+	(void)l; (void)fd; (void)ev;
+	/* Kill what is left of the tree while the leader is a zombie and its pgid still ours. */
+	kill(-j->pid, SIGKILL);
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+		return;   /* spurious wake-up */
+	/* Frames and output written just before exit are still buffered: take them first, within
+	 * a bound (a grandchild may hold the pipes open forever). */
+	drain_sock(j, 4u << 20);
+	drain_out(j, 4u << 20);
+	j->exited = 1;
+	if (j->kill_timer) {
+		loop_timer_cancel(j->sv->loop, j->kill_timer);
+		j->kill_timer = NULL;
+	}
+	struct job_exit x;
+	memset(&x, 0, sizeof x);
+	x.exited = si.si_code == CLD_EXITED;
+	x.status = si.si_status;
+	x.killed_by_us = j->killed_by_us;
+	x.violation = j->violation;
+	char tail[TAIL_BYTES + 1];
+	tail_text(j, tail, sizeof tail);
+	x.tail = tail;
+	job_close_fds(j);
+	j->cb->on_exit(j->owner, j, &x);
+}
+
+/* ---- start / free ------------------------------------------------------------------ */
+
+int job_start(struct supervisor *sv, const struct job_spec *spec, const struct job_callbacks *cb,
+              void *owner, struct job **out, char *err, size_t errlen)
+{
+	int sv_sock[2] = { -1, -1 }, pp[2] = { -1, -1 }, devnull = -1;
+	int rc;
+	struct job *j = calloc(1, sizeof *j);
+	if (!j) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	j->sv = sv;
+	j->cb = cb;
+	j->owner = owner;
+	j->pidfd = j->sock = j->out = j->logfd = -1;
+	j->log_max = spec->log_max_bytes;
+	j->win_start = loop_now();
+	snprintf(j->task_id, sizeof j->task_id, "%s", spec->task_id);
+	j->reader = frame_reader_new(spec->max_frame);
+	if (!j->reader) {
+		rc = -ENOMEM;
+		snprintf(err, errlen, "out of memory");
+		goto fail;
+	}
+	j->logfd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (j->logfd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "open %s: %s", spec->log_path, strerror(errno));
+		goto fail;
+	}
+	struct stat st;
+	if (fstat(j->logfd, &st) == 0)
+		j->log_written = st.st_size;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv_sock) < 0 ||
+	    pipe2(pp, O_CLOEXEC) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "socketpair/pipe: %s", strerror(errno));
+		goto fail;
+	}
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "/dev/null: %s", strerror(errno));
+		goto fail;
+	}
+	struct spawn_req req = {
+		.argv = spec->argv, .envp = spec->envp, .cwd = spec->cwd,
+		.fd_stdin = devnull, .fd_out = pp[1], .fd_sock = sv_sock[1],
+	};
+	rc = spawn_start(&req, &j->pid, &j->pidfd, err, errlen);
+	if (rc < 0)
+		goto fail;
+	close(devnull);
+	close(pp[1]);
+	close(sv_sock[1]);
+	devnull = pp[1] = sv_sock[1] = -1;
+	j->sock = sv_sock[0];
+	j->out = pp[0];
+	fcntl(j->sock, F_SETFL, O_NONBLOCK);
+	fcntl(j->out, F_SETFL, O_NONBLOCK);
+	if ((rc = loop_add_fd(sv->loop, j->pidfd, EPOLLIN, on_pidfd, j)) < 0 ||
+	    (rc = loop_add_fd(sv->loop, j->sock, EPOLLIN, on_sock, j)) < 0 ||
+	    (rc = loop_add_fd(sv->loop, j->out, EPOLLIN, on_out, j)) < 0) {
+		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+		job_free(j);
+		return rc;
+	}
+	*out = j;
+	return 0;
+fail:
+	if (devnull >= 0)
+		close(devnull);
+	for (int i = 0; i < 2; i++) {
+		if (sv_sock[i] >= 0)
+			close(sv_sock[i]);
+		if (pp[i] >= 0)
+			close(pp[i]);
+	}
+	frame_reader_free(j->reader);
+	if (j->logfd >= 0)
+		close(j->logfd);
+	free(j);
+	return rc;
+}
+
+void job_free(struct job *j)
+{
+	if (!j)
+		return;
+	if (!j->exited && j->pid > 0) {
+		kill_tree(j);
+		siginfo_t si;
+		if (j->pidfd >= 0)
+			waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED);
+		else
+			waitpid(j->pid, NULL, 0);
+		j->exited = 1;
+	}
+	if (j->kill_timer)
+		loop_timer_cancel(j->sv->loop, j->kill_timer);
+	job_close_fds(j);
+	frame_reader_free(j->reader);
+	wbuf_free(&j->outq);
+	free(j);
+}

@@ -1,0 +1,271 @@
+/* supervisor/main.c — the forkpoint command line.  Only main() and the commands it runs print
+ * or exit; everything below them returns errors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "call.h"
+#include "config.h"
+#include "server.h"
+#include "supervisor.h"
+#include "tasks.h"
+
+static const char usage_main[] =
+	"usage: forkpoint COMMAND [OPTIONS]\n"
+	"\n"
+	"Runs long, untrusted jobs as durable background tasks for MCP clients.\n"
+	"\n"
+	"commands:\n"
+	"  mcp --config FILE [--state DIR]     serve MCP on stdin/stdout (what MCP hosts launch)\n"
+	"  call TOOL ['JSON'] --config FILE    run one tool as a person would, with a progress bar\n"
+	"\n"
+	"  forkpoint --version | forkpoint COMMAND --help\n"
+	"\n"
+	"Config defaults to $FORKPOINT_CONFIG; state to $FORKPOINT_STATE, else\n"
+	"${XDG_STATE_HOME:-$HOME/.local/state}/forkpoint.  Exit codes: 0 ok, 1 failure, 2 usage.\n";
+
+static const char usage_mcp[] =
+	"usage: forkpoint mcp --config FILE [--state DIR] [--log-level LEVEL]\n"
+	"\n"
+	"Serve MCP (newline-delimited JSON-RPC) on stdin/stdout.  Logs go to stderr.\n"
+	"Exits 0 when stdin closes or on SIGTERM, stopping its jobs.\n";
+
+static int usage_error(const char *msg, const char *usage)
+{
+	fprintf(stderr, "forkpoint: %s\n\n%s", msg, usage);
+	return 2;
+}
+
+/* Default state dir: $FORKPOINT_STATE, else ${XDG_STATE_HOME:-$HOME/.local/state}/forkpoint. */
+static char *default_state_dir(void)
+{
+	const char *s = getenv("FORKPOINT_STATE");
+	char *out = NULL;
+	if (s && *s)
+		return strdup(s);
+	s = getenv("XDG_STATE_HOME");
+	if (s && *s) {
+		if (asprintf(&out, "%s/forkpoint", s) < 0)
+			return NULL;
+		return out;
+	}
+	s = getenv("HOME");
+	if (!s || !*s)
+		return NULL;
+	if (asprintf(&out, "%s/.local/state/forkpoint", s) < 0)
+		return NULL;
+	return out;
+}
+
+static int mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Create the state dir 0700 and refuse one that others can read or write. */
+static int prepare_state_dir(const char *dir, char **abs_out)
+{
+	int rc = mkdirs(dir, 0700);
+	if (rc < 0) {
+		fprintf(stderr, "forkpoint: state dir %s: %s\n", dir, strerror(-rc));
+		return -1;
+	}
+	char *abs = realpath(dir, NULL);
+	struct stat st;
+	if (!abs || stat(abs, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "forkpoint: state dir %s: not a usable directory\n", dir);
+		free(abs);
+		return -1;
+	}
+	if (st.st_uid != geteuid()) {
+		fprintf(stderr, "forkpoint: state dir %s: owned by uid %u, not by us\n", abs, (unsigned)st.st_uid);
+		free(abs);
+		return -1;
+	}
+	if ((st.st_mode & 077) && chmod(abs, 0700) < 0) {
+		fprintf(stderr, "forkpoint: state dir %s: cannot make it private: %s\n", abs, strerror(errno));
+		free(abs);
+		return -1;
+	}
+	*abs_out = abs;
+	return 0;
+}
+
+static char *binary_dir(void)
+{
+	char *p = realpath("/proc/self/exe", NULL);
+	if (!p)
+		return strdup("/usr/local/bin");
+	char *slash = strrchr(p, '/');
+	if (slash && slash != p)
+		*slash = 0;
+	return p;
+}
+
+struct sigctx {
+	struct supervisor *sv;
+	int fd;
+};
+
+static void on_signal(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	struct sigctx *sc = arg;
+	struct signalfd_siginfo si;
+	(void)ev;
+	while (read(fd, &si, sizeof si) == (ssize_t)sizeof si) {
+		fplog(&sc->sv->log, FPLOG_NOTICE, NULL, "received %s; shutting down", strsignal((int)si.ssi_signo));
+		loop_stop(l);
+	}
+}
+
+static void on_turn(struct loop *l, void *arg)
+{
+	struct supervisor *sv = arg;
+	(void)l;
+	server_flush(sv->server);
+}
+
+static int cmd_mcp(int argc, char **argv)
+{
+	const char *config_path = getenv("FORKPOINT_CONFIG");
+	const char *state = NULL;
+	const char *level = "info";
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(usage_mcp, stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+			config_path = argv[++i];
+		} else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc) {
+			state = argv[++i];
+		} else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
+			level = argv[++i];
+		} else {
+			char msg[300];
+			snprintf(msg, sizeof msg, "mcp: unexpected argument '%s'", argv[i]);
+			return usage_error(msg, usage_mcp);
+		}
+	}
+	if (!config_path || !*config_path)
+		return usage_error("mcp: --config FILE is required (or set FORKPOINT_CONFIG)", usage_mcp);
+	int lvl = fplog_level_parse(level);
+	if (lvl < 0)
+		return usage_error("mcp: --log-level must be debug, info, notice, warning or error", usage_mcp);
+
+	struct supervisor sv;
+	memset(&sv, 0, sizeof sv);
+	struct sigctx sc = { .sv = &sv, .fd = -1 };
+	int ret = 1;
+	char err[1024];
+	char *state_default = NULL;
+
+	fplog_init(&sv.log, 2, (enum fplog_level)lvl);
+	if (config_load(config_path, &sv.cfg, err, sizeof err) < 0) {
+		fprintf(stderr, "forkpoint: %s\n", err);
+		goto out;
+	}
+	if (!state) {
+		state_default = default_state_dir();
+		if (!state_default) {
+			fprintf(stderr, "forkpoint: no state dir: pass --state DIR or set FORKPOINT_STATE\n");
+			goto out;
+		}
+		state = state_default;
+	}
+	umask(077);
+	if (prepare_state_dir(state, &sv.state_dir) < 0)
+		goto out;
+	sv.bin_dir = binary_dir();
+
+	/* A job running as our uid must not be able to ptrace us or read our memory. */
+	prctl(PR_SET_DUMPABLE, 0);
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sc.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+	sv.loop = loop_new();
+	if (!sv.loop || sc.fd < 0) {
+		fprintf(stderr, "forkpoint: event loop: %s\n", strerror(errno));
+		goto out;
+	}
+	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
+	sv.tasks = tasks_new(&sv);
+	sv.server = sv.tasks ? server_new(&sv) : NULL;
+	if (!sv.server || server_attach(sv.server, 0, 1, 1) < 0) {
+		fprintf(stderr, "forkpoint: cannot start the server: %s\n", strerror(errno));
+		goto out;
+	}
+	loop_set_turn_hook(sv.loop, on_turn, &sv);
+	fplog(&sv.log, FPLOG_INFO, NULL, "forkpoint %s serving %zu tools, state %s", FORKPOINT_VERSION,
+	      sv.cfg->n_tools, sv.state_dir);
+	if (loop_run(sv.loop) < 0) {
+		fplog(&sv.log, FPLOG_ERROR, NULL, "event loop failed: %s", strerror(errno));
+		goto out;
+	}
+	ret = 0;
+out:
+	if (sv.server) {
+		server_flush(sv.server);
+		server_drain(sv.server, 2000);
+	}
+	/* Jobs end with us; tasks are left as they were (a later run resumes them). */
+	tasks_free(sv.tasks);
+	server_free(sv.server);
+	if (sc.fd >= 0)
+		close(sc.fd);
+	loop_free(sv.loop);
+	config_free(sv.cfg);
+	free(sv.state_dir);
+	free(sv.bin_dir);
+	free(state_default);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return usage_error("missing command", usage_main);
+	const char *cmd = argv[1];
+	if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+		fputs(usage_main, stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "--version") == 0) {
+		printf("forkpoint %s\n", FORKPOINT_VERSION);
+		return 0;
+	}
+	if (strcmp(cmd, "mcp") == 0)
+		return cmd_mcp(argc - 2, argv + 2);
+	if (strcmp(cmd, "call") == 0)
+		return call_main(argc - 2, argv + 2);
+	char msg[200];
+	snprintf(msg, sizeof msg, "unknown command '%.100s'", cmd);
+	return usage_error(msg, usage_main);
+}

@@ -1,0 +1,32 @@
+/* supervisor/session.h — one MCP transport connection: newline-delimited messages in, a
+ * buffered queue of lines out, all non-blocking on the loop.  Knows nothing of MCP itself.
+ * Input is read in bounded slices per turn; a line longer than max_line is reported once (as
+ * line == NULL) and skipped up to its newline, so a hostile client cannot make us buffer it.
+ * While more than OUT_HIGH bytes wait to be written the session stops reading input
+ * (backpressure: a client that does not read its answers cannot grow our memory). */
+#ifndef FP_SESSION_H
+#define FP_SESSION_H
+
+#include <stddef.h>
+#include "loop.h"
+
+struct session;
+
+/* line: one message without its newline (NUL-terminated at line[len]); NULL if oversized. */
+typedef void (*session_line_cb)(void *arg, const char *line, size_t len);
+/* The peer closed its input (EOF) or the connection failed. */
+typedef void (*session_eof_cb)(void *arg);
+
+struct session *session_new(struct loop *l, int in_fd, int out_fd, size_t max_line,
+                            session_line_cb on_line, session_eof_cb on_eof, void *arg);
+/* Unregisters and frees; closes the fds only if they are > 2. */
+void session_free(struct session *s);
+/* Queue one line (a newline is added).  Takes ownership of line (malloc'd); NULL is -ENOMEM. */
+int session_send(struct session *s, char *line);
+/* Write what can be written without blocking. */
+void session_flush(struct session *s);
+/* At shutdown: write everything, waiting up to timeout_ms. */
+void session_drain(struct session *s, int timeout_ms);
+size_t session_out_pending(const struct session *s);
+
+#endif

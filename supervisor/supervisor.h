@@ -1,0 +1,24 @@
+/* supervisor/supervisor.h — the context passed to every supervisor module.  There is one per
+ * process; it owns the loop, the logger, the loaded config and the modules below.  Nothing in
+ * the supervisor keeps state in globals: whatever a module needs, it reaches through here. */
+#ifndef FP_SUPERVISOR_H
+#define FP_SUPERVISOR_H
+
+#include "config.h"
+#include "log.h"
+#include "loop.h"
+
+struct tasks;
+struct server;
+
+struct supervisor {
+	struct loop *loop;
+	struct fplog log;
+	struct config *cfg;        /* owned */
+	char *state_dir;           /* absolute, created 0700 */
+	char *bin_dir;             /* folder of the forkpoint binary (forkpoint-job lives there) */
+	struct tasks *tasks;
+	struct server *server;
+};
+
+#endif

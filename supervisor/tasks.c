@@ -1,0 +1,968 @@
+/* supervisor/tasks.c — see tasks.h. */
+#include "tasks.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "job.h"
+#include "wire.h"
+
+#define MAX_QUESTION_ID   200
+#define MAX_PROMPT        (64u << 10)
+#define MAX_CHOICES       64
+#define MAX_PROGRESS_MSG  4096
+
+struct tasks_table;
+
+struct tasks {
+	struct supervisor *sv;
+	struct task *head;           /* newest first */
+	size_t count;
+	struct tasks_table *tab;     /* id → task */
+	struct task *qhead, *qtail;
+	size_t qlen;
+	int running;
+	task_observer observer;
+	void *observer_arg;
+};
+
+/* The hash table maps id → task with separate chaining through a small side struct so
+ * struct task stays free of table internals. */
+struct hnode {
+	struct task *t;
+	struct hnode *next;
+};
+
+struct tasks_table {
+	struct hnode **b;
+	size_t n;
+};
+
+static uint64_t hash_id(const char *id)
+{
+	/* FNV-1a; ids are random already, this only needs to spread them. */
+	uint64_t h = 1469598103934665603ull;
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 1099511628211ull;
+	return h;
+}
+
+static struct tasks_table *table(struct tasks *ts)
+{
+	return ts->tab;
+}
+
+static int table_grow(struct tasks *ts)
+{
+	struct tasks_table *old = table(ts);
+	size_t n = old ? old->n * 2 : 1024;
+	struct tasks_table *nt = calloc(1, sizeof *nt);
+	struct hnode **b = calloc(n, sizeof *b);
+	if (!nt || !b) {
+		free(nt);
+		free(b);
+		return -ENOMEM;
+	}
+	nt->b = b;
+	nt->n = n;
+	if (old) {
+		for (size_t i = 0; i < old->n; i++) {
+			struct hnode *h = old->b[i];
+			while (h) {
+				struct hnode *nx = h->next;
+				size_t k = hash_id(h->t->id) & (n - 1);
+				h->next = b[k];
+				b[k] = h;
+				h = nx;
+			}
+		}
+		free(old->b);
+		free(old);
+	}
+	ts->tab = nt;
+	return 0;
+}
+
+static int table_put(struct tasks *ts, struct task *t)
+{
+	if (!table(ts) || ts->count + 1 > table(ts)->n) {
+		int rc = table_grow(ts);
+		if (rc < 0 && !table(ts))
+			return rc;
+	}
+	struct hnode *h = malloc(sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	size_t k = hash_id(t->id) & (table(ts)->n - 1);
+	h->t = t;
+	h->next = table(ts)->b[k];
+	table(ts)->b[k] = h;
+	return 0;
+}
+
+struct task *tasks_find(struct tasks *ts, const char *id)
+{
+	if (!id || !table(ts))
+		return NULL;
+	size_t k = hash_id(id) & (table(ts)->n - 1);
+	for (struct hnode *h = table(ts)->b[k]; h; h = h->next)
+		if (strcmp(h->t->id, id) == 0)
+			return h->t;
+	return NULL;
+}
+
+struct task *tasks_newest(struct tasks *ts)
+{
+	return ts->head;
+}
+
+size_t tasks_count(const struct tasks *ts)
+{
+	return ts->count;
+}
+
+const char *task_status_name(enum task_status s)
+{
+	static const char *const n[] = { "working", "input_required", "completed", "failed", "cancelled" };
+	return (unsigned)s < 5 ? n[s] : "unknown";
+}
+
+cJSON *task_envelope(const char *code, const char *message, int retryable, const char *hint)
+{
+	cJSON *e = cJSON_CreateObject();
+	if (!e)
+		return NULL;
+	cJSON_AddStringToObject(e, "code", code);
+	cJSON_AddStringToObject(e, "message", message);
+	cJSON_AddBoolToObject(e, "retryable", retryable);
+	cJSON_AddStringToObject(e, "recoveryHint", hint ? hint : "");
+	return e;
+}
+
+void tasks_set_observer(struct tasks *ts, task_observer fn, void *arg)
+{
+	ts->observer = fn;
+	ts->observer_arg = arg;
+}
+
+static void notify(struct tasks *ts, struct task *t, enum task_event ev)
+{
+	if (ts->observer)
+		ts->observer(ts->observer_arg, t, ev);
+}
+
+struct tasks *tasks_new(struct supervisor *sv)
+{
+	struct tasks *ts = calloc(1, sizeof *ts);
+	if (!ts)
+		return NULL;
+	ts->sv = sv;
+	if (table_grow(ts) < 0) {
+		free(ts);
+		return NULL;
+	}
+	return ts;
+}
+
+static void task_free(struct task *t)
+{
+	cJSON_Delete(t->args);
+	free(t->progress_msg);
+	free(t->question_id);
+	free(t->question_prompt);
+	cJSON_Delete(t->question_choices);
+	for (struct task_answer *a = t->answers, *n; a; a = n) {
+		n = a->next;
+		free(a->question_id);
+		cJSON_Delete(a->response);
+		free(a);
+	}
+	cJSON_Delete(t->result);
+	cJSON_Delete(t->error);
+	free(t->checkpoint);
+	free(t->cancel_reason);
+	free(t);
+}
+
+void tasks_free(struct tasks *ts)
+{
+	if (!ts)
+		return;
+	for (struct task *t = ts->head, *n; t; t = n) {
+		n = t->next;
+		if (t->job)
+			job_free(t->job);
+		if (t->timeout_timer)
+			loop_timer_cancel(ts->sv->loop, t->timeout_timer);
+		task_free(t);
+	}
+	struct tasks_table *tb = table(ts);
+	if (tb) {
+		for (size_t i = 0; i < tb->n; i++)
+			for (struct hnode *h = tb->b[i], *nx; h; h = nx) {
+				nx = h->next;
+				free(h);
+			}
+		free(tb->b);
+		free(tb);
+	}
+	free(ts);
+}
+
+int tasks_queue_position(const struct tasks *ts, const struct task *t)
+{
+	if (!t->queued)
+		return 0;
+	int pos = 1;
+	for (const struct task *q = ts->qhead; q; q = q->qnext, pos++)
+		if (q == t)
+			return pos;
+	return 0;
+}
+
+/* ---- transitions ---------------------------------------------------------------- */
+
+static void touch(struct task *t)
+{
+	t->updated_ms = loop_wall_ms();
+}
+
+static void clear_question(struct task *t)
+{
+	free(t->question_id);
+	free(t->question_prompt);
+	cJSON_Delete(t->question_choices);
+	t->question_id = t->question_prompt = NULL;
+	t->question_choices = NULL;
+}
+
+/* The single place a task enters a terminal state. */
+static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON *result,
+                   int is_mcp, cJSON *error)
+{
+	if (TASK_TERMINAL(t->status)) {
+		cJSON_Delete(result);
+		cJSON_Delete(error);
+		return;
+	}
+	t->status = st;
+	t->result = result;
+	t->result_is_mcp = is_mcp;
+	t->error = error;
+	clear_question(t);
+	touch(t);
+	t->finished_ms = t->updated_ms;
+	t->expires_ms = t->finished_ms + (int64_t)(t->tool->ttl_seconds * 1000.0);
+	if (t->timeout_timer) {
+		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
+		t->timeout_timer = NULL;
+	}
+	fplog(&ts->sv->log, st == TASK_COMPLETED ? FPLOG_INFO : FPLOG_NOTICE, t->id, "%s%s%s",
+	      task_status_name(st), error ? ": " : "",
+	      error ? cJSON_GetStringValue(cJSON_GetObjectItem(error, "message")) : "");
+	notify(ts, t, TASK_EV_STATUS);
+}
+
+static void fail(struct tasks *ts, struct task *t, const char *code, const char *msg,
+                 int retryable, const char *hint)
+{
+	finish(ts, t, TASK_FAILED, NULL, 0, task_envelope(code, msg, retryable, hint));
+}
+
+/* ---- frames to the job -------------------------------------------------------------- */
+
+static int send_frame(struct task *t, msgpack_sbuffer *sb)
+{
+	int rc = frame_finish(sb);
+	if (rc == 0 && t->job)
+		rc = job_send(t->job, sb->data, sb->size);
+	msgpack_sbuffer_destroy(sb);
+	return rc;
+}
+
+static int send_start(struct task *t)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	frame_begin(&sb, &pk);
+	int n = 6 + (t->checkpoint ? 2 : 0) + (t->cancel_requested ? 1 : 0);
+	msgpack_pack_map(&pk, (size_t)n);
+	frame_pack_kv_str(&pk, "type", "start");
+	frame_pack_kv_int(&pk, "version", FRAME_VERSION);
+	frame_pack_kv_str(&pk, "taskId", t->id);
+	frame_pack_kv_str(&pk, "tool", t->tool->name);
+	frame_pack_kv_int(&pk, "attempt", t->attempt);
+	frame_pack_str(&pk, "arguments");
+	frame_pack_json(&pk, t->args);
+	if (t->checkpoint) {
+		frame_pack_str(&pk, "checkpoint");
+		msgpack_pack_bin(&pk, t->checkpoint_len);
+		msgpack_pack_bin_body(&pk, t->checkpoint, t->checkpoint_len);
+		frame_pack_kv_int(&pk, "checkpointSeq", t->checkpoint_seq);
+	}
+	if (t->cancel_requested) {
+		frame_pack_str(&pk, "cancelled");
+		msgpack_pack_true(&pk);
+	}
+	return send_frame(t, &sb);
+}
+
+static int send_answer(struct task *t, const char *qid, const cJSON *response)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	frame_begin(&sb, &pk);
+	msgpack_pack_map(&pk, 3);
+	frame_pack_kv_str(&pk, "type", "answer");
+	frame_pack_kv_str(&pk, "id", qid);
+	frame_pack_str(&pk, "response");
+	frame_pack_json(&pk, response);
+	return send_frame(t, &sb);
+}
+
+static int send_cancel(struct task *t, const char *reason)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	frame_begin(&sb, &pk);
+	msgpack_pack_map(&pk, 2);
+	frame_pack_kv_str(&pk, "type", "cancel");
+	frame_pack_kv_str(&pk, "reason", reason ? reason : "cancelled");
+	return send_frame(t, &sb);
+}
+
+static int send_checkpointed(struct task *t, int64_t seq)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	frame_begin(&sb, &pk);
+	msgpack_pack_map(&pk, 2);
+	frame_pack_kv_str(&pk, "type", "checkpointed");
+	frame_pack_kv_int(&pk, "seq", seq);
+	return send_frame(t, &sb);
+}
+
+/* ---- frames from the job ------------------------------------------------------------ */
+
+static char *dup_str(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
+/* Frame strings may contain anything; the ones we keep must be safe C strings. */
+static int clean_str(const char *s, size_t n)
+{
+	return memchr(s, '\0', n) == NULL;
+}
+
+static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+{
+	const char *msg;
+	size_t len;
+	double f;
+	int rc = frame_get_str(m, "message", &msg, &len);
+	if (rc == -EINVAL || (rc == 0 && !clean_str(msg, len))) {
+		*why = "protocol violation: progress.message must be a string";
+		return -1;
+	}
+	if (rc == 0) {
+		if (len > MAX_PROGRESS_MSG)
+			len = MAX_PROGRESS_MSG;
+		char *d = dup_str(msg, len);
+		if (d) {
+			free(t->progress_msg);
+			t->progress_msg = d;
+		}
+	}
+	rc = frame_get_double(m, "fraction", &f);
+	if (rc == -EINVAL) {
+		*why = "protocol violation: progress.fraction must be a number";
+		return -1;
+	}
+	if (rc == 0 && isfinite(f))
+		t->fraction = f < 0 ? 0 : f > 1 ? 1 : f;
+	t->progress_seq++;
+	touch(t);
+	notify(ts, t, TASK_EV_PROGRESS);
+	return 0;
+}
+
+static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+{
+	const void *data;
+	size_t len;
+	int64_t seq;
+	(void)ts;
+	if (frame_get_int(m, "seq", &seq) < 0 || frame_get_bin(m, "data", &data, &len) < 0) {
+		*why = "protocol violation: checkpoint needs seq (int) and data (bin)";
+		return -1;
+	}
+	void *copy = malloc(len ? len : 1);
+	if (!copy) {
+		*why = "out of memory storing a checkpoint";
+		return -1;
+	}
+	memcpy(copy, data, len);
+	free(t->checkpoint);
+	t->checkpoint = copy;
+	t->checkpoint_len = len;
+	t->checkpoint_seq = seq;
+	touch(t);
+	send_checkpointed(t, seq);
+	return 0;
+}
+
+static const struct task_answer *find_answer(const struct task *t, const char *qid)
+{
+	for (const struct task_answer *a = t->answers; a; a = a->next)
+		if (strcmp(a->question_id, qid) == 0)
+			return a;
+	return NULL;
+}
+
+static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+{
+	const char *id, *prompt;
+	size_t idlen, plen;
+	*why = "protocol violation: ask needs id and prompt (strings) and optional choices (strings)";
+	if (frame_get_str(m, "id", &id, &idlen) < 0 || frame_get_str(m, "prompt", &prompt, &plen) < 0 ||
+	    idlen == 0 || idlen > MAX_QUESTION_ID || plen > MAX_PROMPT ||
+	    !clean_str(id, idlen) || !clean_str(prompt, plen))
+		return -1;
+	const msgpack_object *ch = frame_get(m, "choices");
+	cJSON *choices = NULL;
+	if (ch && ch->type != MSGPACK_OBJECT_NIL) {
+		if (ch->type != MSGPACK_OBJECT_ARRAY || ch->via.array.size > MAX_CHOICES)
+			return -1;
+		for (uint32_t i = 0; i < ch->via.array.size; i++) {
+			const msgpack_object *c = &ch->via.array.ptr[i];
+			if (c->type != MSGPACK_OBJECT_STR || !clean_str(c->via.str.ptr, c->via.str.size))
+				return -1;
+		}
+		choices = frame_to_json(ch);
+		if (!choices)
+			return -1;
+	}
+	if (TASK_TERMINAL(t->status)) {
+		cJSON_Delete(choices);
+		return 0;
+	}
+	char *qid = dup_str(id, idlen);
+	if (!qid) {
+		cJSON_Delete(choices);
+		*why = "out of memory";
+		return -1;
+	}
+	/* A resumed job asking a question it already had answered gets the recorded answer. */
+	const struct task_answer *a = find_answer(t, qid);
+	if (a) {
+		send_answer(t, qid, a->response);
+		free(qid);
+		cJSON_Delete(choices);
+		return 0;
+	}
+	clear_question(t);
+	t->question_id = qid;
+	t->question_prompt = dup_str(prompt, plen);
+	t->question_choices = choices;
+	t->status = TASK_INPUT_REQUIRED;
+	touch(t);
+	fplog(&ts->sv->log, FPLOG_INFO, t->id, "input required: %s", t->question_prompt ? t->question_prompt : "");
+	notify(ts, t, TASK_EV_STATUS);
+	return 0;
+}
+
+static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+{
+	const msgpack_object *v = frame_get(m, "value");
+	const msgpack_object *mcp = frame_get(m, "mcp");
+	if ((v == NULL) == (mcp == NULL)) {
+		*why = "protocol violation: result needs exactly one of value or mcp";
+		return -1;
+	}
+	cJSON *r = frame_to_json(v ? v : mcp);
+	if (!r) {
+		*why = "protocol violation: result is not representable as JSON";
+		return -1;
+	}
+	if (mcp) {
+		const cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
+		if (!cJSON_IsObject(r) || !cJSON_IsArray(content)) {
+			cJSON_Delete(r);
+			*why = "protocol violation: an mcp result needs a content array";
+			return -1;
+		}
+	}
+	finish(ts, t, TASK_COMPLETED, r, mcp != NULL, NULL);
+	/* The job should exit now; give it the grace period to do so. */
+	if (t->job)
+		job_kill_after(t->job, (long)(ts->sv->cfg->server.cancel_grace_seconds * 1000.0));
+	return 0;
+}
+
+static int on_fail(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+{
+	const char *code = "job_failed", *msg = "the job reported a failure", *hint = NULL;
+	size_t clen = strlen(code), mlen = strlen(msg), hlen = 0;
+	int64_t r = 0;
+	const msgpack_object *ro = frame_get(m, "retryable");
+	*why = "protocol violation: fail needs message (string), optional code, hint (strings), retryable (bool)";
+	if (frame_get_str(m, "message", &msg, &mlen) < 0 || !clean_str(msg, mlen))
+		return -1;
+	int rc = frame_get_str(m, "code", &code, &clen);
+	if (rc == -EINVAL || (rc == 0 && (clen == 0 || clen > 64 || !clean_str(code, clen))))
+		return -1;
+	if (rc == -ENOENT) {
+		code = "job_failed";
+		clen = strlen(code);
+	}
+	rc = frame_get_str(m, "hint", &hint, &hlen);
+	if (rc == -EINVAL || (rc == 0 && !clean_str(hint, hlen)))
+		return -1;
+	if (ro) {
+		if (ro->type != MSGPACK_OBJECT_BOOLEAN)
+			return -1;
+		r = ro->via.boolean;
+	}
+	char *c = dup_str(code, clen), *mm = dup_str(msg, mlen > 8192 ? 8192 : mlen);
+	char *h = hint ? dup_str(hint, hlen > 4096 ? 4096 : hlen) : NULL;
+	if (c && mm)
+		fail(ts, t, c, mm, (int)r, h ? h : "Read the message; fix the arguments or the input and call the tool again.");
+	free(c);
+	free(mm);
+	free(h);
+	if (t->job)
+		job_kill_after(t->job, (long)(ts->sv->cfg->server.cancel_grace_seconds * 1000.0));
+	return 0;
+}
+
+static int on_log(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+{
+	const char *lv = "info", *msg;
+	size_t lvlen = 4, mlen;
+	if (frame_get_str(m, "message", &msg, &mlen) < 0 ||
+	    frame_get_str(m, "level", &lv, &lvlen) == -EINVAL) {
+		*why = "protocol violation: log needs message and level strings";
+		return -1;
+	}
+	char level[16];
+	snprintf(level, sizeof level, "%.*s", (int)(lvlen < 15 ? lvlen : 15), lv);
+	int l = fplog_level_parse(level);
+	fplog(&ts->sv->log, l < 0 ? FPLOG_INFO : (enum fplog_level)l, t->id, "job: %.*s",
+	      (int)(mlen > 1024 ? 1024 : mlen), msg);
+	return 0;
+}
+
+static int on_frame(void *owner, struct job *j, const struct frame *f, const char **why)
+{
+	struct task *t = owner;
+	struct tasks *ts = t->owner;
+	char type[32];
+	(void)j;
+	frame_type(f, type, sizeof type);
+	if (strcmp(type, "hello") == 0)
+		return send_start(t) == -ENOBUFS ? -1 : 0;
+	/* After the terminal state only hello matters; late frames are ignored, not errors. */
+	if (TASK_TERMINAL(t->status) && strcmp(type, "log") != 0)
+		return 0;
+	if (strcmp(type, "progress") == 0)
+		return on_progress(ts, t, &f->root, why);
+	if (strcmp(type, "checkpoint") == 0)
+		return on_checkpoint(ts, t, &f->root, why);
+	if (strcmp(type, "ask") == 0)
+		return on_ask(ts, t, &f->root, why);
+	if (strcmp(type, "result") == 0)
+		return on_result(ts, t, &f->root, why);
+	if (strcmp(type, "fail") == 0)
+		return on_fail(ts, t, &f->root, why);
+	if (strcmp(type, "log") == 0)
+		return on_log(ts, t, &f->root, why);
+	if (type[0] == '\0') {
+		*why = "protocol violation: frame without a type";
+		return -1;
+	}
+	return 0;   /* unknown types: newer protocol minor versions, ignored */
+}
+
+static void start_next(struct tasks *ts);
+
+static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
+{
+	struct task *t = owner;
+	struct tasks *ts = t->owner;
+	char msg[512];
+	t->job = NULL;
+	ts->running--;
+	if (!TASK_TERMINAL(t->status)) {
+		if (x->violation) {
+			snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
+			fail(ts, t, "job_failed", msg, 0,
+			     "The job broke the frame protocol (docs/job-protocol.md); fix the job, then call the tool again.");
+		} else if (x->exited && x->status == 0) {
+			cJSON *r = cJSON_CreateObject();
+			cJSON_AddNumberToObject(r, "exitCode", 0);
+			cJSON_AddStringToObject(r, "output", x->tail);
+			finish(ts, t, TASK_COMPLETED, r, 0, NULL);
+		} else {
+			if (x->exited)
+				snprintf(msg, sizeof msg, "The job exited with status %d.", x->status);
+			else
+				snprintf(msg, sizeof msg, "The job was killed by signal %d (%s).", x->status,
+				         strsignal(x->status));
+			cJSON *e = task_envelope("job_failed", msg, 0,
+				"Read error.output (the end of the job's output) and forkpoint logs; fix the input and call the tool again.");
+			if (x->exited)
+				cJSON_AddNumberToObject(e, "exitCode", x->status);
+			else
+				cJSON_AddNumberToObject(e, "signal", x->status);
+			cJSON_AddStringToObject(e, "output", x->tail);
+			finish(ts, t, TASK_FAILED, NULL, 0, e);
+		}
+	}
+	fplog(&ts->sv->log, FPLOG_DEBUG, t->id, "job exited (%s %d)", x->exited ? "status" : "signal", x->status);
+	job_free(j);
+	start_next(ts);
+}
+
+static const struct job_callbacks job_cb = { .on_frame = on_frame, .on_exit = on_exit_cb };
+
+/* ---- starting jobs ---------------------------------------------------------------------- */
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p == '/') {
+			*p = 0;
+			if (mkdir(buf, mode) < 0 && errno != EEXIST)
+				return -errno;
+			*p = '/';
+		}
+	}
+	if (mkdir(buf, mode) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* Text of an argument for a {name} placeholder: strings as they are, the rest as JSON. */
+static int arg_text(const cJSON *v, struct wbuf *out)
+{
+	if (!v || cJSON_IsNull(v))
+		return 0;
+	if (cJSON_IsString(v))
+		return wbuf_append(out, v->valuestring, strlen(v->valuestring));
+	if (cJSON_IsBool(v))
+		return wbuf_printf(out, "%s", cJSON_IsTrue(v) ? "true" : "false");
+	if (cJSON_IsNumber(v)) {
+		double d = v->valuedouble;
+		if (d == floor(d) && fabs(d) < 9e15)
+			return wbuf_printf(out, "%lld", (long long)d);
+		return wbuf_printf(out, "%.17g", d);
+	}
+	char *s = cJSON_PrintUnformatted(v);
+	if (!s)
+		return -ENOMEM;
+	int rc = wbuf_append(out, s, strlen(s));
+	free(s);
+	return rc;
+}
+
+static char *expand(const char *tmpl, const cJSON *args)
+{
+	struct wbuf b = { 0 };
+	const char *p = tmpl;
+	while (*p) {
+		const char *open = strchr(p, '{');
+		const char *close = open ? strchr(open, '}') : NULL;
+		if (!open || !close) {
+			wbuf_append(&b, p, strlen(p));
+			break;
+		}
+		wbuf_append(&b, p, (size_t)(open - p));
+		char name[128];
+		size_t n = (size_t)(close - open - 1);
+		if (n == 0 || n >= sizeof name) {
+			wbuf_append(&b, open, (size_t)(close - open + 1));
+		} else {
+			memcpy(name, open + 1, n);
+			name[n] = 0;
+			const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
+			if (v || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == n)
+				arg_text(v, &b);
+			else
+				wbuf_append(&b, open, (size_t)(close - open + 1));
+		}
+		p = close + 1;
+	}
+	wbuf_append(&b, "", 1);
+	return (char *)b.data;
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void on_timeout(struct loop *l, void *arg)
+{
+	struct task *t = arg;
+	struct tasks *ts = t->owner;
+	char msg[160];
+	(void)l;
+	t->timeout_timer = NULL;
+	snprintf(msg, sizeof msg, "The job ran longer than timeoutSeconds (%g s) and was stopped.",
+	         t->tool->timeout_seconds);
+	fail(ts, t, "timeout", msg, 1,
+	     "Call the tool again with less work (a smaller input), or raise timeoutSeconds in the config.");
+	if (t->job)
+		job_kill(t->job, NULL);
+}
+
+static int start_job(struct tasks *ts, struct task *t)
+{
+	struct supervisor *sv = ts->sv;
+	const struct tool_cfg *tool = t->tool;
+	char dir[4096], work[4200], logp[4200], err[4400];
+	char **argv = NULL, **envp = NULL;
+	char *args_json = NULL;
+	int rc;
+
+	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
+	snprintf(work, sizeof work, "%s/work", dir);
+	snprintf(logp, sizeof logp, "%s/output.log", dir);
+	if ((rc = mkdir_p(work, 0700)) < 0) {
+		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
+		goto fail;
+	}
+	argv = calloc(tool->argc + 1, sizeof *argv);
+	if (!argv) {
+		rc = -ENOMEM;
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < tool->argc; i++) {
+		argv[i] = i == 0 ? strdup(tool->argv[0]) : expand(tool->argv[i], t->args);
+		if (!argv[i]) {
+			rc = -ENOMEM;
+			snprintf(err, sizeof err, "out of memory");
+			goto fail;
+		}
+	}
+	args_json = cJSON_PrintUnformatted(t->args);
+	envp = calloc(12, sizeof *envp);
+	if (!args_json || !envp) {
+		rc = -ENOMEM;
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	/* A job sees a clean environment: nothing of the supervisor's leaks into it. */
+	int e = 0;
+	if (asprintf(&envp[e++], "PATH=%s:/usr/local/bin:/usr/bin:/bin", sv->bin_dir) < 0 ||
+	    asprintf(&envp[e++], "HOME=%s", work) < 0 ||
+	    asprintf(&envp[e++], "TMPDIR=%s", work) < 0 ||
+	    asprintf(&envp[e++], "LANG=C.UTF-8") < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", tool->name) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_ARGS=%s", args_json) < 0) {
+		rc = -ENOMEM;
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+	struct job_spec spec = {
+		.task_id = t->id, .argv = argv, .envp = envp,
+		.cwd = tool->cwd ? tool->cwd : work, .log_path = logp,
+		.log_max_bytes = sv->cfg->server.log_max_bytes,
+		.max_frame = (size_t)sv->cfg->server.max_frame_bytes,
+	};
+	rc = job_start(sv, &spec, &job_cb, t, &t->job, err, sizeof err);
+	if (rc < 0)
+		goto fail;
+	ts->running++;
+	t->queued = 0;
+	t->started_ms = loop_wall_ms();
+	t->job_started_mono = loop_now();
+	touch(t);
+	if (tool->timeout_seconds > 0)
+		t->timeout_timer = loop_timer_in(sv->loop, (int64_t)(tool->timeout_seconds * 1000.0), on_timeout, t);
+	fplog(&sv->log, FPLOG_INFO, t->id, "started %s (attempt %d, pid %d)", tool->name, t->attempt,
+	      (int)job_pid(t->job));
+	send_start(t);
+	free_strv(argv);
+	free_strv(envp);
+	free(args_json);
+	return 0;
+fail:
+	free_strv(argv);
+	free_strv(envp);
+	free(args_json);
+	t->queued = 0;
+	{
+		char msg[4500];
+		snprintf(msg, sizeof msg, "The job could not be started: %s.", err);
+		fail(ts, t, "job_failed", msg, 1,
+		     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+	}
+	return rc;
+}
+
+static void start_next(struct tasks *ts)
+{
+	while (ts->qhead && ts->running < ts->sv->cfg->server.max_concurrent) {
+		struct task *t = ts->qhead;
+		ts->qhead = t->qnext;
+		if (!ts->qhead)
+			ts->qtail = NULL;
+		t->qnext = NULL;
+		ts->qlen--;
+		start_job(ts, t);
+	}
+	/* Queue positions moved for everyone still waiting. */
+	for (struct task *q = ts->qhead; q; q = q->qnext)
+		notify(ts, q, TASK_EV_PROGRESS);
+}
+
+static int new_id(char out[33])
+{
+	unsigned char raw[16];
+	size_t got = 0;
+	while (got < sizeof raw) {
+		ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	for (size_t i = 0; i < sizeof raw; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+	return 0;
+}
+
+int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, struct task **out)
+{
+	int rc;
+	if (ts->qlen >= (size_t)ts->sv->cfg->server.max_queue &&
+	    ts->running >= ts->sv->cfg->server.max_concurrent) {
+		cJSON_Delete(args);
+		return -ENOBUFS;
+	}
+	struct task *t = calloc(1, sizeof *t);
+	if (!t) {
+		cJSON_Delete(args);
+		return -ENOMEM;
+	}
+	if ((rc = new_id(t->id)) < 0) {
+		cJSON_Delete(args);
+		free(t);
+		return rc;
+	}
+	t->owner = ts;
+	t->tool = tool;
+	t->args = args;
+	t->status = TASK_WORKING;
+	t->attempt = 1;
+	t->fraction = -1;
+	t->created_ms = t->updated_ms = loop_wall_ms();
+	if ((rc = table_put(ts, t)) < 0) {
+		task_free(t);
+		return rc;
+	}
+	t->next = ts->head;
+	if (ts->head)
+		ts->head->prev = t;
+	ts->head = t;
+	ts->count++;
+	t->queued = 1;
+	if (ts->qtail)
+		ts->qtail->qnext = t;
+	else
+		ts->qhead = t;
+	ts->qtail = t;
+	ts->qlen++;
+	fplog(&ts->sv->log, FPLOG_INFO, t->id, "created %s", tool->name);
+	*out = t;
+	start_next(ts);
+	return 0;
+}
+
+int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
+{
+	(void)ts;
+	if (t->status != TASK_INPUT_REQUIRED || !t->question_id)
+		return -EINVAL;
+	struct task_answer *a = calloc(1, sizeof *a);
+	if (!a)
+		return -ENOMEM;
+	a->question_id = strdup(t->question_id);
+	a->response = cJSON_Duplicate(response, 1);
+	if (!a->question_id || !a->response) {
+		free(a->question_id);
+		cJSON_Delete(a->response);
+		free(a);
+		return -ENOMEM;
+	}
+	a->next = t->answers;
+	t->answers = a;
+	if (t->job)
+		send_answer(t, a->question_id, a->response);
+	clear_question(t);
+	t->status = TASK_WORKING;
+	touch(t);
+	fplog(&ts->sv->log, FPLOG_INFO, t->id, "answered %s", a->question_id);
+	notify(ts, t, TASK_EV_STATUS);
+	return 0;
+}
+
+int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
+{
+	if (TASK_TERMINAL(t->status))
+		return -EALREADY;
+	t->cancel_requested = 1;
+	free(t->cancel_reason);
+	t->cancel_reason = strdup(reason ? reason : "cancelled by the client");
+	if (t->queued) {
+		struct task **pp = &ts->qhead;
+		struct task *prev = NULL;
+		while (*pp && *pp != t) {
+			prev = *pp;
+			pp = &(*pp)->qnext;
+		}
+		if (*pp) {
+			*pp = t->qnext;
+			if (ts->qtail == t)
+				ts->qtail = prev;
+			ts->qlen--;
+		}
+		t->qnext = NULL;
+		t->queued = 0;
+	}
+	finish(ts, t, TASK_CANCELLED, NULL, 0,
+	       task_envelope("cancelled", t->cancel_reason, 0, "The task was cancelled; call the tool again to start over."));
+	if (t->job) {
+		send_cancel(t, t->cancel_reason);
+		job_kill_after(t->job, (long)(ts->sv->cfg->server.cancel_grace_seconds * 1000.0));
+	}
+	start_next(ts);
+	return 0;
+}

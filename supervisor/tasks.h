@@ -1,0 +1,89 @@
+/* supervisor/tasks.h — the task table and each task's lifecycle:
+ *
+ *   create → queued (status working, no job) → running (working) ⇄ input_required
+ *          → completed | failed | cancelled        (terminal: never left, never re-entered)
+ *
+ * tasks.c owns every struct task and every transition; other modules read task fields and call
+ * the functions below.  Each transition goes through one place (task_transition) so the journal
+ * can record it before it is acknowledged.  Observers (the MCP server) hear of changes through
+ * the hook set with tasks_set_observer. */
+#ifndef FP_TASKS_H
+#define FP_TASKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <cJSON.h>
+#include "supervisor.h"
+
+enum task_status {
+	TASK_WORKING, TASK_INPUT_REQUIRED, TASK_COMPLETED, TASK_FAILED, TASK_CANCELLED
+};
+#define TASK_TERMINAL(s) ((s) >= TASK_COMPLETED)
+
+struct job;
+
+struct task_answer {
+	char *question_id;
+	cJSON *response;
+	struct task_answer *next;
+};
+
+struct task {
+	char id[33];                  /* 128 random bits, lowercase hex */
+	const struct tool_cfg *tool;
+	cJSON *args;                  /* validated, defaults applied */
+	enum task_status status;
+	int queued;                   /* working, waiting for a free slot */
+	int attempt;                  /* 1 on the first run */
+	int64_t created_ms, updated_ms, started_ms, finished_ms, expires_ms;  /* wall clock */
+	char *progress_msg;           /* may be NULL */
+	double fraction;              /* < 0: unknown */
+	uint64_t progress_seq;        /* bumps on every progress change */
+	char *question_id, *question_prompt;
+	cJSON *question_choices;      /* array of strings or NULL */
+	struct task_answer *answers;  /* every answer given, replayed to a job that re-asks */
+	cJSON *result;                /* completed: the job's value, or an explicit MCP result */
+	int result_is_mcp;
+	cJSON *error;                 /* failed/cancelled: the envelope {code,message,retryable,recoveryHint} */
+	void *checkpoint; size_t checkpoint_len; int64_t checkpoint_seq;
+	int cancel_requested;
+	char *cancel_reason;
+	/* runtime */
+	struct tasks *owner;
+	struct job *job;
+	int64_t job_started_mono;
+	struct loop_timer *timeout_timer;
+	struct task *next, *prev;     /* all tasks, newest first */
+	struct task *qnext;           /* run queue */
+};
+
+enum task_event { TASK_EV_PROGRESS, TASK_EV_STATUS };
+typedef void (*task_observer)(void *arg, struct task *t, enum task_event ev);
+
+struct tasks *tasks_new(struct supervisor *sv);
+/* Kill every running job (their tasks stay as they are) and free everything. */
+void tasks_free(struct tasks *ts);
+void tasks_set_observer(struct tasks *ts, task_observer fn, void *arg);
+
+/* Create a task for tool with validated args (consumed) and start or queue it.
+ * Returns 0 and *out, -ENOBUFS when the queue is full, or another -errno. */
+int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, struct task **out);
+struct task *tasks_find(struct tasks *ts, const char *id);
+struct task *tasks_newest(struct tasks *ts);
+size_t tasks_count(const struct tasks *ts);
+/* 1-based position in the run queue, 0 if not queued. */
+int tasks_queue_position(const struct tasks *ts, const struct task *t);
+
+/* Answer the pending question.  0, -EINVAL (not waiting for input), or -errno. */
+int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response);
+/* Request cancellation: queued tasks end at once; running jobs get a cancel frame and their
+ * tree is killed after the grace period.  The task is cancelled from now on. 0, or -EALREADY
+ * if it was already terminal. */
+int tasks_cancel(struct tasks *ts, struct task *t, const char *reason);
+
+const char *task_status_name(enum task_status s);
+
+/* A fresh failure envelope {code, message, retryable, recoveryHint}. */
+cJSON *task_envelope(const char *code, const char *message, int retryable, const char *hint);
+
+#endif
