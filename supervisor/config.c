@@ -31,6 +31,24 @@ struct ctx {
 	const char *dir;    /* relative paths resolve against this */
 };
 
+/* After truncation a message must still be whole UTF-8 characters on one line: drop a cut-off
+ * final sequence and blank control bytes (a key or a path may contain a newline). */
+static void tidy(char *s)
+{
+	size_t len = strlen(s), i = len;
+	while (i > 0 && len - i < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+		i--;
+	if (i > 0) {
+		unsigned char lead = (unsigned char)s[i - 1];
+		size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+		if (len - (i - 1) < want)
+			s[i - 1] = '\0';
+	}
+	for (unsigned char *p = (unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7F)
+			*p = ' ';
+}
+
 /* One line: "<file>: <path>: <message>", leaving out whichever of file and path is empty. */
 static int fail(struct ctx *cx, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(struct ctx *cx, const char *path, const char *fmt, ...)
@@ -44,6 +62,7 @@ static int fail(struct ctx *cx, const char *path, const char *fmt, ...)
 	va_end(ap);
 	snprintf(cx->err, cx->errlen, "%s%s%s%s%s", cx->file, *cx->file ? ": " : "",
 	         path, *path ? ": " : "", msg);
+	tidy(cx->err);
 	return -1;
 }
 
@@ -72,12 +91,17 @@ static const cJSON *get(const cJSON *obj, const char *key)
 
 static int is_integral(double d)
 {
-	return isfinite(d) && d == floor(d);
+	/* without libm: every double beyond 2^53 is whole; below it a cast round-trip tells */
+	if (!isfinite(d))
+		return 0;
+	if (d >= 9007199254740992.0 || d <= -9007199254740992.0)
+		return 1;
+	return d == (double)(long long)d;
 }
 
 static void fmt_num(char *buf, size_t n, double d)
 {
-	if (is_integral(d) && fabs(d) < 1e15)
+	if (is_integral(d) && d < 1e15 && d > -1e15)
 		snprintf(buf, n, "%.0f", d);
 	else
 		snprintf(buf, n, "%.15g", d);
@@ -86,16 +110,23 @@ static void fmt_num(char *buf, size_t n, double d)
 /* The offending value as the user wrote it (compact JSON), short enough for one line. */
 static const char *got(const cJSON *v, char *buf, size_t n)
 {
-	if (cJSON_IsNumber(v) && isfinite(v->valuedouble)) {
-		fmt_num(buf, n, v->valuedouble);
+	if (cJSON_IsNumber(v)) {
+		/* cJSON reads an overflowing literal such as 1e400 as infinity */
+		if (isfinite(v->valuedouble))
+			fmt_num(buf, n, v->valuedouble);
+		else
+			snprintf(buf, n, "a number out of range");
 		return buf;
 	}
 	char *txt = cJSON_PrintUnformatted(v);
-	if (!txt)
+	if (!txt) {
 		snprintf(buf, n, "?");
-	else if (strlen(txt) > 40)
-		snprintf(buf, n, "%.37s...", txt);
-	else
+	} else if (strlen(txt) > 40) {
+		int cut = 37;
+		while (cut > 0 && ((unsigned char)txt[cut] & 0xC0) == 0x80)
+			cut--;   /* never split a UTF-8 sequence */
+		snprintf(buf, n, "%.*s...", cut, txt);
+	} else
 		snprintf(buf, n, "%s", txt);
 	free(txt);
 	return buf;
@@ -406,29 +437,29 @@ static const char *const reserved_names[] = {
 	"file_transfer_status", NULL,
 };
 
+/* Tool names and placeholder names share one alphabet: [A-Za-z0-9_.-]. */
+static int is_name_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '.' || c == '-';
+}
+
 static int valid_tool_name(const char *s)
 {
 	size_t n = strlen(s);
 	if (n < 1 || n > 64)
 		return 0;
 	for (; *s; s++)
-		if (!(( *s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') ||
-		      *s == '_' || *s == '.' || *s == '-'))
+		if (!is_name_char(*s))
 			return 0;
 	return 1;
-}
-
-static int is_placeholder_char(char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       c == '_' || c == '.' || c == '-';
 }
 
 const char *config_placeholder(const char *s, const char **name, size_t *len)
 {
 	for (const char *p = strchr(s, '{'); p; p = strchr(p + 1, '{')) {
 		const char *e = p + 1;
-		while (is_placeholder_char(*e))
+		while (is_name_char(*e))
 			e++;
 		if (*e == '}' && e > p + 1) {
 			*name = p + 1;
@@ -798,7 +829,8 @@ int config_parse(const char *text, size_t len, const char *base_dir,
 /* The whole file, refusing anything that is not a regular file of sane size. */
 static int read_file(const char *path, char **text, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
+	/* O_NONBLOCK: a FIFO must not hang the open; it is refused below like any non-file. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY), rc = 0;
 	char *buf = NULL;
 	size_t have = 0;
 	struct stat st;
@@ -846,35 +878,44 @@ fail:
 	return rc;
 }
 
+/* The folder is resolved through symlinks, the file name is kept: a config symlinked into
+ * /etc/forkpoint/ resolves its relative paths against /etc/forkpoint/'s real location. */
 int config_load(const char *path, struct config **out, char *err, size_t errlen)
 {
 	struct ctx cx = { .err = err, .errlen = errlen, .file = path, .dir = "" };
-	char *abs = realpath(path, NULL), *dir = NULL, *text = NULL;
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	char *folder = NULL, *dir = NULL, *abs = NULL, *text = NULL;
 	size_t len = 0;
 	int rc = -1;
-	if (!abs) {
+
+	if (!(folder = slash ? strndup(path, (size_t)(slash - path)) : strdup("."))) {
+		oom(&cx);
+		goto fail;
+	}
+	if (!(dir = realpath(*folder ? folder : "/", NULL))) {
 		fail(&cx, "", "%s", strerror(errno));
 		goto fail;
 	}
+	if (asprintf(&abs, "%s/%s", strcmp(dir, "/") ? dir : "", base) < 0) {
+		abs = NULL;
+		oom(&cx);
+		goto fail;
+	}
 	cx.file = abs;
+	cx.dir = dir;
 	int e = read_file(abs, &text, &len);
 	if (e) {
 		fail(&cx, "", "%s", e == -EINVAL ? "not a regular file" :
 		     e == -EFBIG ? "too large (or changed while being read)" : strerror(-e));
 		goto fail;
 	}
-	if (!(dir = strdup(abs))) {
-		oom(&cx);
-		goto fail;
-	}
-	char *slash = strrchr(dir, '/');
-	slash[slash == dir ? 1 : 0] = '\0';   /* "/a/b.json" -> "/a", "/b.json" -> "/" */
-	cx.dir = dir;
 	rc = build(&cx, text, len, out);
 fail:
 	free(text);
-	free(dir);
 	free(abs);
+	free(dir);
+	free(folder);
 	return rc;
 }
 

@@ -20,6 +20,40 @@
 /* 2^53: the largest count a double holds exactly, more than any string or array can have. */
 #define COUNT_MAX 9007199254740992.0
 
+/* Where to cut s (longer than n bytes) at or before n without splitting a UTF-8 sequence. */
+static size_t utf8_clip(const char *s, size_t n)
+{
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
+/* Drop a UTF-8 sequence cut off by truncation at the end of s; returns the new length. */
+static size_t utf8_trim_tail(char *s, size_t len)
+{
+	size_t i = len;
+	while (i > 0 && len - i < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
+		i--;
+	if (i > 0) {
+		unsigned char lead = (unsigned char)s[i - 1];
+		size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+		if (len - (i - 1) < want)
+			len = i - 1;
+	}
+	s[len] = '\0';
+	return len;
+}
+
+/* Messages travel inside JSON to a model and into logs: after any truncation they must still
+ * be one line of whole UTF-8 characters. */
+static void tidy(char *s)
+{
+	utf8_trim_tail(s, strlen(s));
+	for (unsigned char *p = (unsigned char *)s; *p; p++)
+		if (*p < 0x20 || *p == 0x7F)
+			*p = ' ';
+}
+
 /* A dotted path ("a.b[2].c") built in place while descending; clipped, never overflowing. */
 struct path {
 	char s[PATH_CHARS];
@@ -35,8 +69,10 @@ static size_t path_append(struct path *p, const char *fmt, ...)
 	va_start(ap, fmt);
 	int n = vsnprintf(p->s + p->len, room, fmt, ap);
 	va_end(ap);
-	if (n > 0)
-		p->len += (size_t)n < room ? (size_t)n : room - 1;
+	if (n > 0 && (size_t)n < room)
+		p->len += (size_t)n;
+	else if (n > 0)
+		p->len = utf8_trim_tail(p->s, sizeof p->s - 1);
 	return old;
 }
 
@@ -96,7 +132,7 @@ static void msg_json(struct msg *m, const cJSON *v)
 		return;
 	}
 	if (strlen(txt) > 60)
-		msg_add(m, "%.57s...", txt);
+		msg_add(m, "%.*s...", (int)utf8_clip(txt, 57), txt);
 	else
 		msg_add(m, "%s", txt);
 	free(txt);
@@ -105,7 +141,7 @@ static void msg_json(struct msg *m, const cJSON *v)
 /* Numbers print as JSON would show them: integers without a fraction, others round-tripping. */
 static void msg_num(struct msg *m, double d)
 {
-	if (d == floor(d) && fabs(d) < 1e15) {
+	if (is_integral(d) && d < 1e15 && d > -1e15) {
 		msg_add(m, "%.0f", d);
 		return;
 	}
@@ -124,7 +160,12 @@ static const cJSON *get(const cJSON *obj, const char *key)
 
 static int is_integral(double d)
 {
-	return isfinite(d) && d == floor(d);
+	/* without libm: every double beyond 2^53 is whole; below it a cast round-trip tells */
+	if (!isfinite(d))
+		return 0;
+	if (d >= 9007199254740992.0 || d <= -9007199254740992.0)
+		return 1;
+	return d == (double)(long long)d;
 }
 
 /* Unicode code points in a UTF-8 string: every byte that is not a continuation byte starts one. */
@@ -446,8 +487,16 @@ int schema_validate(const cJSON *schema, cJSON *value, char *err, size_t errlen,
 	if (errlen)
 		err[0] = '\0';
 	int rc = validate(&cx, schema, value, 0);
-	if (field && fieldlen)
-		snprintf(field, fieldlen, "%s", rc ? cx.path.s : "");
+	if (errlen)
+		tidy(err);
+	if (field && fieldlen) {
+		const char *f = rc ? cx.path.s : "";
+		size_t n = strlen(f);
+		if (n >= fieldlen)
+			n = fieldlen - 1;
+		memcpy(field, f, n);
+		utf8_trim_tail(field, n);
+	}
 	return rc;
 }
 
@@ -679,5 +728,8 @@ int schema_check(const cJSON *schema, char *err, size_t errlen)
 	struct cctx cx = { .err = err, .errlen = errlen };
 	if (errlen)
 		err[0] = '\0';
-	return check_schema(&cx, schema, 0);
+	int rc = check_schema(&cx, schema, 0);
+	if (errlen)
+		tidy(err);
+	return rc;
 }

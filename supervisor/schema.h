@@ -18,7 +18,9 @@ int schema_check(const cJSON *schema, char *err, size_t errlen);
 /* Validate `value` against `schema` (already checked).  Defaults from "default" are inserted
  * into `value` in place for absent object properties (deep-copied).  Returns 0, or -1 with a
  * message in err that names the field, e.g. "sections: must be <= 10 (got 12)", and the
- * field's path (e.g. "sections", "items[2].name", "" for the root) in field. */
+ * field's path (e.g. "sections", "items[2].name", "" for the root) in field.  A message about
+ * the root itself has no "field: " prefix ("must be an object").  On failure `value` may already
+ * hold some defaults; callers discard it. */
 int schema_validate(const cJSON *schema, cJSON *value, char *err, size_t errlen,
                     char *field, size_t fieldlen);
 

@@ -289,10 +289,27 @@ export function isAlive(pid) {
 	return procState(pid) !== 'Z';
 }
 
+/** Clean-up after a failed check: SIGKILL the test's own job processes that outlived it. */
+export function killAll(pids) {
+	for (const p of pids) {
+		try {
+			process.kill(p, 'SIGKILL');
+		} catch {
+			// already gone
+		}
+	}
+}
+
 export async function waitGone(pids, timeoutMs, what = 'processes') {
 	const t0 = Date.now();
-	await until(() => pids.every((p) => !isAlive(p)), timeoutMs,
-		`${what} ${pids.join(',')} to be gone`);
+	try {
+		await until(() => pids.every((p) => !isAlive(p)), timeoutMs, `${what} ${pids.join(',')} to be gone`);
+	} catch (e) {
+		const left = pids.filter(isAlive).map((p) => `${p} (state ${procState(p)})`);
+		e.message += `; still running: ${left.join(', ')}`;
+		killAll(pids);
+		throw e;
+	}
 	return Date.now() - t0;
 }
 

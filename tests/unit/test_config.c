@@ -104,7 +104,7 @@ static void rm_rf(const char *dir)
 	/* Only ever our own mkdtemp() folder, whose entries this file created. */
 	static const char *const files[] = {
 		"bin/job", "bin/noexec", "pathbin/pjob", "pathbin/pnoexec", "config.json",
-		"sub/config.json", "real/config.json", "link",
+		"sub/config.json", "real/config.json", "link", "sub/linked.json",
 	};
 	static const char *const dirs[] = { "bin", "pathbin", "work", "sub", "real" };
 	char p[PATH_MAX];
@@ -289,7 +289,9 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":-1},\"tools\":[]}", 0,
 	         "server.cancelGraceSeconds: must be a number >= 0 (got -1)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":1e400},\"tools\":[]}", 0,
-	         "server.cancelGraceSeconds: must be a number >= 0 (got null)");
+	         "server.cancelGraceSeconds: must be a number >= 0 (got a number out of range)");
+	/* messages stay on one line whatever the input holds */
+	load_err(t, fx, __LINE__, "{\"ser\\nver\":{},\"tools\":[]}", 0, "ser ver: unknown key");
 	load_err(t, fx, __LINE__, "{\"server\":{\"name\":7},\"tools\":[]}", 0,
 	         "server.name: must be a non-empty string (got 7)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"fileRoots\":[\"a\",3]},\"tools\":[]}", 0,
@@ -477,6 +479,19 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 	if (c) {
 		CHECK(t, STREQ(c->dir, at(fx, "real", p)), "dir through symlink %s", c->dir);
 		CHECK(t, STREQ(c->server.file_roots[1], at(fx, "real/data", q)), "root via symlink %s",
+		      c->server.file_roots[1]);
+	}
+	config_free(c);
+	c = NULL;
+
+	/* a symlinked file: its own folder is the base, not its target's */
+	if (symlink("../real/config.json", at(fx, "sub/linked.json", p)) != 0)
+		die(p);
+	rc = config_load("sub/linked.json", &c, err, sizeof err);
+	CHECK(t, rc == 0 && c, "symlinked file: %s", err);
+	if (c) {
+		CHECK(t, STREQ(c->path, at(fx, "sub/linked.json", p)), "symlinked file path %s", c->path);
+		CHECK(t, STREQ(c->server.file_roots[1], at(fx, "sub/data", q)), "symlinked file root %s",
 		      c->server.file_roots[1]);
 	}
 	config_free(c);

@@ -381,6 +381,44 @@ static void test_depth(struct tally *t)
 	cJSON_Delete(v);
 }
 
+static int valid_utf8(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	while (*p) {
+		int n = *p < 0x80 ? 0 : *p >= 0xF0 ? 3 : *p >= 0xE0 ? 2 : *p >= 0xC0 ? 1 : -1;
+		if (n < 0)
+			return 0;
+		for (p++; n > 0; n--, p++)
+			if ((*p & 0xC0) != 0x80)
+				return 0;
+	}
+	return 1;
+}
+
+/* Truncated messages and fields stay whole UTF-8 characters on one line. */
+static void test_message_hygiene(struct tally *t)
+{
+	char long_e[200] = "", schema[400], err[512], field[64];
+	for (int i = 0; i < 70; i++)
+		strcat(long_e, "\xc3\xa9");
+	snprintf(schema, sizeof schema, P("\"m\":{\"enum\":[\"%s\"]}"), long_e);
+	cJSON *sc = parse(schema), *v = parse("{\"m\":1}");
+	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
+	CHECK(t, rc == -1 && strstr(err, "...") && valid_utf8(err), "clipped enum: %s", err);
+	cJSON_Delete(v);
+	cJSON_Delete(sc);
+	sc = parse("{\"type\":\"object\",\"additionalProperties\":false}");
+	v = parse("{\"\xc3\xa9\xc3\xa9\":1}");
+	char small[6];
+	rc = schema_validate(sc, v, small, sizeof small, field, 4);
+	CHECK(t, rc == -1 && strcmp(field, "\xc3\xa9") == 0 && valid_utf8(small), "small field: [%s]", field);
+	cJSON_Delete(v);
+	cJSON_Delete(sc);
+
+	invalid(t, __LINE__, "{\"type\":\"object\",\"additionalProperties\":false}", "{\"a\\nb\":1}",
+	        "a b: unknown field (allowed: none)", "a\nb");
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -393,6 +431,7 @@ int main(void)
 	test_objects(&t);
 	test_defaults(&t);
 	test_depth(&t);
+	test_message_hygiene(&t);
 	printf("%d passed, %d failed\n", t.passed, t.failed);
 	return t.failed ? 1 : 0;
 }

@@ -1,0 +1,79 @@
+#!/bin/sh
+# Runs every test: the C unit test binaries, the end-to-end suite (the real binary driven by the
+# official MCP TypeScript SDK client), and the sandbox escape battery.  Each part prints its own
+# report; the last line sums them up as "N passed, M failed".
+# BUILD selects the build dir (build, or build/san for the sanitizer build).
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+export BUILD
+total_pass=0
+total_fail=0
+failed_parts=""
+
+add() { # add PART PASS FAIL
+	total_pass=$((total_pass + $2))
+	total_fail=$((total_fail + $3))
+	if [ "$3" -ne 0 ]; then failed_parts="$failed_parts $1"; fi
+}
+
+# ---- unit tests: each binary ends with "N passed, M failed" ----
+for t in "$BUILD"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	out=$(mktemp)
+	"$t" >"$out" 2>&1
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	p=${p:-0}
+	f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	if [ "$f" -ne 0 ] || [ -z "$line" ]; then
+		cat "$out"
+		[ -z "$line" ] && [ "$f" -eq 0 ] && f=1
+	fi
+	echo "unit  $name: $p passed, $f failed"
+	add "$name" "$p" "$f"
+	rm -f "$out"
+done
+
+# ---- sandbox escape battery ----
+if [ -x tests/escape/run.sh ]; then
+	out=$(mktemp)
+	tests/escape/run.sh >"$out" 2>&1
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	p=${p:-0}; f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	[ "$f" -ne 0 ] && cat "$out"
+	grep -E '^(ok|not ok|skip)' "$out" | sed 's/^/escape /' || true
+	echo "escape battery: $p passed, $f failed"
+	add escape "$p" "$f"
+	rm -f "$out"
+fi
+
+# ---- end-to-end tests through the official SDK client ----
+if [ -d tests/e2e/node_modules ]; then
+	out=$(mktemp)
+	node --test --test-concurrency=1 --test-reporter=spec tests/e2e/ >"$out" 2>&1
+	rc=$?
+	p=$(grep -E '^(ℹ|#) pass [0-9]+' "$out" | tail -n 1 | sed 's/.* pass //')
+	f=$(grep -E '^(ℹ|#) fail [0-9]+' "$out" | tail -n 1 | sed 's/.* fail //')
+	p=${p:-0}; f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	if [ "$f" -ne 0 ]; then cat "$out"; else grep -E '^\s*(✔|✖|﹣)' "$out" | head -200; fi
+	echo "e2e: $p passed, $f failed"
+	add e2e "$p" "$f"
+	rm -f "$out"
+else
+	echo "e2e: tests/e2e/node_modules missing (run scripts/deps.sh)"
+	add e2e 0 1
+fi
+
+[ -n "$failed_parts" ] && echo "failing:$failed_parts"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
