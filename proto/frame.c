@@ -244,7 +244,7 @@ const msgpack_object *frame_get(const msgpack_object *map, const char *key)
 	for (uint32_t i = 0; i < map->via.map.size; i++) {
 		const msgpack_object *k = &map->via.map.ptr[i].key;
 		if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == klen &&
-		    memcmp(k->via.str.ptr, key, klen) == 0)
+		    (klen == 0 || memcmp(k->via.str.ptr, key, klen) == 0))
 			return &map->via.map.ptr[i].val;
 	}
 	return NULL;
@@ -274,7 +274,8 @@ int frame_get_str(const msgpack_object *map, const char *key, const char **s, si
 		return -ENOENT;
 	if (o->type != MSGPACK_OBJECT_STR)
 		return -EINVAL;
-	*s = o->via.str.ptr;
+	/* msgpack-c leaves ptr NULL for an empty string; callers get a real pointer. */
+	*s = o->via.str.size ? o->via.str.ptr : "";
 	if (len)
 		*len = o->via.str.size;
 	return 0;
@@ -328,12 +329,12 @@ int frame_get_bin(const msgpack_object *map, const char *key, const void **p, si
 	if (!o)
 		return -ENOENT;
 	if (o->type == MSGPACK_OBJECT_BIN) {
-		*p = o->via.bin.ptr;
+		*p = o->via.bin.size ? o->via.bin.ptr : "";
 		*len = o->via.bin.size;
 		return 0;
 	}
 	if (o->type == MSGPACK_OBJECT_STR) {
-		*p = o->via.str.ptr;
+		*p = o->via.str.size ? o->via.str.ptr : "";
 		*len = o->via.str.size;
 		return 0;
 	}
@@ -431,7 +432,8 @@ static char *json_str_copy(const msgpack_object_str *s)
 		errno = ENOMEM;
 		return NULL;
 	}
-	memcpy(c, s->ptr, s->size);
+	if (s->size)
+		memcpy(c, s->ptr, s->size);
 	c[s->size] = '\0';
 	return c;
 }
@@ -442,7 +444,9 @@ static cJSON *to_json(const msgpack_object *o, int depth)
 	char *tmp = NULL;
 	int err = ENOMEM;
 
-	if (depth > FRAME_MAX_DEPTH) {
+	/* Containers count as levels, as in frame_check(); scalars inside the deepest are fine. */
+	if (depth > FRAME_MAX_DEPTH &&
+	    (o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP)) {
 		errno = ELOOP;
 		return NULL;
 	}
@@ -608,7 +612,8 @@ int frame_reader_feed(struct frame_reader *r, const void *buf, size_t len)
 	    pending - r->checked + len >= FRAME_HEADER_BYTES) {
 		unsigned char hdr[FRAME_HEADER_BYTES];
 		size_t have = pending - r->checked;
-		memcpy(hdr, r->buf + r->checked, have);
+		if (have)
+			memcpy(hdr, r->buf + r->checked, have);
 		memcpy(hdr + have, buf, FRAME_HEADER_BYTES - have);
 		if (wire_get_be32(hdr) > r->max) {
 			r->err = -EMSGSIZE;

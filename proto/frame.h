@@ -45,9 +45,10 @@ void frame_release(struct frame *f);
 const msgpack_object *frame_get(const msgpack_object *map, const char *key);
 /* The "type" string of a frame as a NUL-terminated copy in buf ("" if missing/not a string). */
 const char *frame_type(const struct frame *f, char *buf, size_t buflen);
-/* Typed getters on a key of a map.  Return 0 on success, -ENOENT if absent, -EINVAL on wrong type. */
+/* Typed getters on a key of a map.  Return 0 on success, -ENOENT if absent, -EINVAL on wrong type.
+ * Strings and bins are not NUL-terminated; an empty one still gets a non-NULL pointer. */
 int frame_get_str(const msgpack_object *map, const char *key, const char **s, size_t *len);
-int frame_get_int(const msgpack_object *map, const char *key, int64_t *v);
+int frame_get_int(const msgpack_object *map, const char *key, int64_t *v);  /* also an integral float within ±2^53 */
 int frame_get_double(const msgpack_object *map, const char *key, double *v);  /* int or float */
 int frame_get_bin(const msgpack_object *map, const char *key, const void **p, size_t *len); /* bin or str */
 int frame_get_bool(const msgpack_object *map, const char *key, int *v);   /* 0 / 1 */
@@ -57,7 +58,8 @@ int frame_get_bool(const msgpack_object *map, const char *key, int *v);   /* 0 /
 int frame_utf8_valid(const char *s, size_t len);
 
 /* Convert a msgpack value to cJSON.  Maps need string keys; bin becomes a base64 string;
- * non-finite floats become null.  Returns NULL (errno set) on failure. */
+ * non-finite floats become null.  Returns NULL (errno set) on failure: EILSEQ for a string or
+ * key that is not UTF-8 or holds a NUL, ELOOP, EBADMSG (ext, non-string key), ENOMEM. */
 cJSON *frame_to_json(const msgpack_object *o);
 
 /* Blocking read of exactly one frame from fd: the 4-byte header, then exactly the payload,
@@ -67,7 +69,9 @@ cJSON *frame_to_json(const msgpack_object *o);
  * -EBADMSG / -ELOOP for a bad payload, or -errno. */
 int frame_read(int fd, size_t max_frame, struct frame *f);
 
-/* Incremental reader for a non-blocking stream: feed bytes as they arrive, pop frames. */
+/* Incremental reader for a non-blocking stream: feed bytes as they arrive, pop frames.
+ * max_frame 0 means FRAME_MAX_DEFAULT.  Popping every ready frame after each feed keeps the
+ * buffer within max_frame + header + one fed chunk. */
 struct frame_reader;
 struct frame_reader *frame_reader_new(size_t max_frame);
 void frame_reader_free(struct frame_reader *r);

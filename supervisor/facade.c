@@ -151,7 +151,7 @@ static cJSON *base_view(const struct task *t)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
-	cJSON_AddStringToObject(o, "tool", t->tool->name);
+	cJSON_AddStringToObject(o, "tool", t->tool_name);
 	return o;
 }
 
@@ -372,6 +372,13 @@ cJSON *facade_call(struct supervisor *sv, const char *name, const cJSON *schema,
 	}
 	const char *id = cJSON_GetObjectItem(args, "taskId")->valuestring;
 	struct task *t = tasks_find(sv->tasks, id);
+	if (!t && tasks_tombstone_find(sv->tasks, id)) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "Task '%.64s' finished and has expired; its result is no longer kept.", id);
+		res = facade_error("expired", msg, 0,
+			"Call the tool again if you still need the result; fetch results before their expiresAt next time.");
+		goto out;
+	}
 	if (!t) {
 		res = unknown_task(id);
 		goto out;

@@ -15,6 +15,8 @@
 
 #include "call.h"
 #include "config.h"
+#include "ops.h"
+#include "persist.h"
 #include "server.h"
 #include "supervisor.h"
 #include "tasks.h"
@@ -27,6 +29,10 @@ static const char usage_main[] =
 	"commands:\n"
 	"  mcp --config FILE [--state DIR]     serve MCP on stdin/stdout (what MCP hosts launch)\n"
 	"  call TOOL ['JSON'] --config FILE    run one tool as a person would, with a progress bar\n"
+	"  ls [--state DIR]                    tasks as a table\n"
+	"  show TASK [--state DIR]             one task, with its event timeline\n"
+	"  logs TASK [-f] [--state DIR]        the job's captured output\n"
+	"  fsck [--repair] [--state DIR]       verify the journal and blobs; cut a torn tail\n"
 	"\n"
 	"  forkpoint --version | forkpoint COMMAND --help\n"
 	"\n"
@@ -43,27 +49,6 @@ static int usage_error(const char *msg, const char *usage)
 {
 	fprintf(stderr, "forkpoint: %s\n\n%s", msg, usage);
 	return 2;
-}
-
-/* Default state dir: $FORKPOINT_STATE, else ${XDG_STATE_HOME:-$HOME/.local/state}/forkpoint. */
-static char *default_state_dir(void)
-{
-	const char *s = getenv("FORKPOINT_STATE");
-	char *out = NULL;
-	if (s && *s)
-		return strdup(s);
-	s = getenv("XDG_STATE_HOME");
-	if (s && *s) {
-		if (asprintf(&out, "%s/forkpoint", s) < 0)
-			return NULL;
-		return out;
-	}
-	s = getenv("HOME");
-	if (!s || !*s)
-		return NULL;
-	if (asprintf(&out, "%s/.local/state/forkpoint", s) < 0)
-		return NULL;
-	return out;
 }
 
 static int mkdirs(const char *path, mode_t mode)
@@ -140,11 +125,53 @@ static void on_signal(struct loop *l, int fd, uint32_t ev, void *arg)
 	}
 }
 
+struct runctx {
+	struct supervisor *sv;
+	struct loop_timer *retry;      /* commit retry after a failed fdatasync */
+	struct loop_timer *collect;    /* periodic expiry of finished tasks */
+	int commit_failing;
+};
+
+static void wake_cb(struct loop *l, void *arg)
+{
+	struct runctx *rc = arg;
+	(void)l;
+	rc->retry = NULL;   /* the turn hook after this timer retries the commit */
+}
+
+/* End of every loop turn: make this turn's promises durable (one write, one fdatasync), and
+ * only then let the responses and job frames that depend on them go out. */
 static void on_turn(struct loop *l, void *arg)
 {
-	struct supervisor *sv = arg;
-	(void)l;
+	struct runctx *rc = arg;
+	struct supervisor *sv = rc->sv;
+	int err = sv->persist ? persist_commit(sv->persist) : 0;
+	if (err < 0) {
+		if (!rc->commit_failing)
+			fplog(&sv->log, FPLOG_CRITICAL, NULL, "journal commit failed (%s); holding every answer until it succeeds",
+			      strerror(-err));
+		rc->commit_failing = 1;
+		if (!rc->retry)
+			rc->retry = loop_timer_in(l, 200, wake_cb, rc);
+		return;
+	}
+	if (rc->commit_failing)
+		fplog(&sv->log, FPLOG_NOTICE, NULL, "journal commit works again");
+	rc->commit_failing = 0;
+	tasks_release(sv->tasks);
+	server_release(sv->server);
 	server_flush(sv->server);
+	if (sv->persist)
+		persist_maybe_compact(sv->persist);
+}
+
+static void collect_cb(struct loop *l, void *arg)
+{
+	struct runctx *rc = arg;
+	size_t n = tasks_collect(rc->sv->tasks, loop_wall_ms());
+	if (n)
+		fplog(&rc->sv->log, FPLOG_INFO, NULL, "expired %zu finished tasks", n);
+	rc->collect = loop_timer_in(l, 30000, collect_cb, rc);
 }
 
 static int cmd_mcp(int argc, char **argv)
@@ -177,6 +204,7 @@ static int cmd_mcp(int argc, char **argv)
 	struct supervisor sv;
 	memset(&sv, 0, sizeof sv);
 	struct sigctx sc = { .sv = &sv, .fd = -1 };
+	struct runctx run = { .sv = &sv };
 	int ret = 1;
 	char err[1024];
 	char *state_default = NULL;
@@ -187,7 +215,7 @@ static int cmd_mcp(int argc, char **argv)
 		goto out;
 	}
 	if (!state) {
-		state_default = default_state_dir();
+		state_default = ops_default_state_dir();
 		if (!state_default) {
 			fprintf(stderr, "forkpoint: no state dir: pass --state DIR or set FORKPOINT_STATE\n");
 			goto out;
@@ -217,12 +245,27 @@ static int cmd_mcp(int argc, char **argv)
 	}
 	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
 	sv.tasks = tasks_new(&sv);
-	sv.server = sv.tasks ? server_new(&sv) : NULL;
+	if (!sv.tasks) {
+		fprintf(stderr, "forkpoint: out of memory\n");
+		goto out;
+	}
+	int64_t t0 = loop_now();
+	if (persist_open(&sv, 0, &sv.persist, err, sizeof err) < 0) {
+		fprintf(stderr, "forkpoint: %s\n", err);
+		goto out;
+	}
+	fplog(&sv.log, FPLOG_INFO, NULL, "journal replayed: %llu records, %zu tasks in %lld ms",
+	      (unsigned long long)persist_records_replayed(sv.persist), tasks_count(sv.tasks),
+	      (long long)(loop_now() - t0));
+	sv.server = server_new(&sv);
 	if (!sv.server || server_attach(sv.server, 0, 1, 1) < 0) {
 		fprintf(stderr, "forkpoint: cannot start the server: %s\n", strerror(errno));
 		goto out;
 	}
-	loop_set_turn_hook(sv.loop, on_turn, &sv);
+	tasks_recover(sv.tasks);
+	tasks_collect(sv.tasks, loop_wall_ms());
+	run.collect = loop_timer_in(sv.loop, 30000, collect_cb, &run);
+	loop_set_turn_hook(sv.loop, on_turn, &run);
 	fplog(&sv.log, FPLOG_INFO, NULL, "forkpoint %s serving %zu tools, state %s", FORKPOINT_VERSION,
 	      sv.cfg->n_tools, sv.state_dir);
 	if (loop_run(sv.loop) < 0) {
@@ -231,13 +274,15 @@ static int cmd_mcp(int argc, char **argv)
 	}
 	ret = 0;
 out:
-	if (sv.server) {
+	if (sv.server && (!sv.persist || persist_commit(sv.persist) == 0)) {
+		server_release(sv.server);
 		server_flush(sv.server);
 		server_drain(sv.server, 2000);
 	}
 	/* Jobs end with us; tasks are left as they were (a later run resumes them). */
-	tasks_free(sv.tasks);
 	server_free(sv.server);
+	tasks_free(sv.tasks);
+	persist_close(sv.persist);
 	if (sc.fd >= 0)
 		close(sc.fd);
 	loop_free(sv.loop);
@@ -265,6 +310,14 @@ int main(int argc, char **argv)
 		return cmd_mcp(argc - 2, argv + 2);
 	if (strcmp(cmd, "call") == 0)
 		return call_main(argc - 2, argv + 2);
+	if (strcmp(cmd, "ls") == 0)
+		return ops_ls(argc - 2, argv + 2);
+	if (strcmp(cmd, "show") == 0)
+		return ops_show(argc - 2, argv + 2);
+	if (strcmp(cmd, "logs") == 0)
+		return ops_logs(argc - 2, argv + 2);
+	if (strcmp(cmd, "fsck") == 0)
+		return ops_fsck(argc - 2, argv + 2);
 	char msg[200];
 	snprintf(msg, sizeof msg, "unknown command '%.100s'", cmd);
 	return usage_error(msg, usage_main);

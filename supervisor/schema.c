@@ -138,6 +138,16 @@ static void msg_json(struct msg *m, const cJSON *v)
 	free(txt);
 }
 
+static int is_integral(double d)
+{
+	/* without libm: every double beyond 2^53 is whole; below it a cast round-trip tells */
+	if (!isfinite(d))
+		return 0;
+	if (d >= 9007199254740992.0 || d <= -9007199254740992.0)
+		return 1;
+	return d == (double)(long long)d;
+}
+
 /* Numbers print as JSON would show them: integers without a fraction, others round-tripping. */
 static void msg_num(struct msg *m, double d)
 {
@@ -156,16 +166,6 @@ static const cJSON *get(const cJSON *obj, const char *key)
 {
 	/* JSON keys are case-sensitive; cJSON_GetObjectItem is not. */
 	return cJSON_GetObjectItemCaseSensitive(obj, key);
-}
-
-static int is_integral(double d)
-{
-	/* without libm: every double beyond 2^53 is whole; below it a cast round-trip tells */
-	if (!isfinite(d))
-		return 0;
-	if (d >= 9007199254740992.0 || d <= -9007199254740992.0)
-		return 1;
-	return d == (double)(long long)d;
 }
 
 /* Unicode code points in a UTF-8 string: every byte that is not a continuation byte starts one. */

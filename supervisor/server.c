@@ -505,6 +505,12 @@ int server_attach(struct server *srv, int in_fd, int out_fd, int primary)
 	return 0;
 }
 
+void server_release(struct server *srv)
+{
+	for (struct msess *ms = srv->sessions; ms; ms = ms->next)
+		session_release(ms->io);
+}
+
 void server_flush(struct server *srv)
 {
 	for (struct msess *ms = srv->sessions; ms; ms = ms->next)

@@ -32,6 +32,7 @@ struct session {
 	 * one is read from a zero-delay timer and output to one is written directly. */
 	int in_file, out_file;
 	struct loop_timer *in_timer;
+	size_t held;         /* bytes at the end of out not yet released (see session_release) */
 };
 
 static void on_in(struct session *s);
@@ -44,10 +45,15 @@ static void in_timer_cb(struct loop *l, void *arg)
 	on_in(s);
 }
 
+static size_t writable(const struct session *s)
+{
+	return wbuf_pending(&s->out) - s->held;
+}
+
 static void update_events(struct session *s)
 {
 	int want_in = !s->eof && wbuf_pending(&s->out) < OUT_HIGH;
-	int want_out = wbuf_pending(&s->out) > 0 && !s->out_broken;
+	int want_out = writable(s) > 0 && !s->out_broken;
 	if (s->in_file) {
 		if (want_in && !s->in_timer)
 			s->in_timer = loop_timer_in(s->loop, 0, in_timer_cb, s);
@@ -152,8 +158,8 @@ static void on_in(struct session *s)
 
 void session_flush(struct session *s)
 {
-	while (wbuf_pending(&s->out) && !s->out_broken) {
-		ssize_t n = write(s->out_fd, s->out.data + s->out.off, wbuf_pending(&s->out));
+	while (writable(s) && !s->out_broken) {
+		ssize_t n = write(s->out_fd, s->out.data + s->out.off, writable(s));
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -162,6 +168,7 @@ void session_flush(struct session *s)
 			/* The client is gone; keep serving nothing to it, drop what was queued. */
 			s->out_broken = 1;
 			wbuf_consume(&s->out, wbuf_pending(&s->out));
+			s->held = 0;
 			break;
 		}
 		wbuf_consume(&s->out, (size_t)n);
@@ -243,14 +250,20 @@ int session_send(struct session *s, char *line)
 		return -ENOMEM;
 	int rc = 0;
 	if (!s->out_broken) {
-		rc = wbuf_append(&s->out, line, strlen(line));
+		size_t n = strlen(line);
+		line[n] = '\n';   /* overwrite the NUL: one append, one line */
+		rc = wbuf_append(&s->out, line, n + 1);
 		if (rc == 0)
-			rc = wbuf_append(&s->out, "\n", 1);
+			s->held += n + 1;
 	}
 	free(line);
-	if (rc == 0 && !s->out_registered)
-		update_events(s);
 	return rc;
+}
+
+void session_release(struct session *s)
+{
+	s->held = 0;
+	update_events(s);
 }
 
 size_t session_out_pending(const struct session *s)
@@ -261,9 +274,9 @@ size_t session_out_pending(const struct session *s)
 void session_drain(struct session *s, int timeout_ms)
 {
 	int64_t end = loop_now() + timeout_ms;
-	while (wbuf_pending(&s->out) && !s->out_broken) {
+	while (writable(s) && !s->out_broken) {
 		session_flush(s);
-		if (!wbuf_pending(&s->out))
+		if (!writable(s))
 			break;
 		int64_t left = end - loop_now();
 		if (left <= 0)

@@ -21,11 +21,15 @@ struct session *session_new(struct loop *l, int in_fd, int out_fd, size_t max_li
                             session_line_cb on_line, session_eof_cb on_eof, void *arg);
 /* Unregisters and frees; closes the fds only if they are > 2. */
 void session_free(struct session *s);
-/* Queue one line (a newline is added).  Takes ownership of line (malloc'd); NULL is -ENOMEM. */
+/* Queue one line (a newline is added).  Takes ownership of line (malloc'd); NULL is -ENOMEM.
+ * Queued lines are held back until session_release(): a response may depend on journal records
+ * of the same loop turn, and must not reach the client before they are durable. */
 int session_send(struct session *s, char *line);
-/* Write what can be written without blocking. */
+/* Everything queued so far may be written (called after the turn's journal commit). */
+void session_release(struct session *s);
+/* Write what is released and can be written without blocking. */
 void session_flush(struct session *s);
-/* At shutdown: write everything, waiting up to timeout_ms. */
+/* At shutdown: write everything released, waiting up to timeout_ms. */
 void session_drain(struct session *s, int timeout_ms);
 size_t session_out_pending(const struct session *s);
 

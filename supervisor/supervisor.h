@@ -10,6 +10,7 @@
 
 struct tasks;
 struct server;
+struct persist;
 
 struct supervisor {
 	struct loop *loop;
@@ -19,6 +20,7 @@ struct supervisor {
 	char *bin_dir;             /* folder of the forkpoint binary (forkpoint-job lives there) */
 	struct tasks *tasks;
 	struct server *server;
+	struct persist *persist;   /* NULL: nothing is journaled (unit tests) */
 };
 
 #endif

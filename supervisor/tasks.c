@@ -9,10 +9,12 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <ftw.h>
 #include <unistd.h>
 
 #include "frame.h"
 #include "job.h"
+#include "persist.h"
 #include "wire.h"
 
 #define MAX_QUESTION_ID   200
@@ -32,6 +34,15 @@ struct tasks {
 	int running;
 	task_observer observer;
 	void *observer_arg;
+	struct task *held;           /* tasks with frames waiting for the commit */
+	struct tomb *tombs;          /* expired ids, newest first */
+	size_t ntombs;
+};
+
+struct tomb {
+	char id[33];
+	int64_t until;
+	struct tomb *next;
 };
 
 /* The hash table maps id → task with separate chaining through a small side struct so
@@ -108,6 +119,19 @@ static int table_put(struct tasks *ts, struct task *t)
 	return 0;
 }
 
+static void table_del(struct tasks *ts, const struct task *t)
+{
+	size_t k = hash_id(t->id) & (table(ts)->n - 1);
+	for (struct hnode **pp = &table(ts)->b[k]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->t == t) {
+			struct hnode *h = *pp;
+			*pp = h->next;
+			free(h);
+			return;
+		}
+	}
+}
+
 struct task *tasks_find(struct tasks *ts, const char *id)
 {
 	if (!id || !table(ts))
@@ -129,10 +153,19 @@ size_t tasks_count(const struct tasks *ts)
 	return ts->count;
 }
 
+static const char *const status_names[] = { "working", "input_required", "completed", "failed", "cancelled" };
+
 const char *task_status_name(enum task_status s)
 {
-	static const char *const n[] = { "working", "input_required", "completed", "failed", "cancelled" };
-	return (unsigned)s < 5 ? n[s] : "unknown";
+	return (unsigned)s < 5 ? status_names[s] : "unknown";
+}
+
+int task_status_parse(const char *name)
+{
+	for (int i = 0; name && i < 5; i++)
+		if (strcmp(name, status_names[i]) == 0)
+			return i;
+	return -1;
 }
 
 cJSON *task_envelope(const char *code, const char *message, int retryable, const char *hint)
@@ -172,8 +205,21 @@ struct tasks *tasks_new(struct supervisor *sv)
 	return ts;
 }
 
-static void task_free(struct task *t)
+struct task *task_alloc(const char *id)
 {
+	struct task *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	snprintf(t->id, sizeof t->id, "%s", id);
+	t->fraction = -1;
+	t->status = TASK_WORKING;
+	return t;
+}
+
+void task_free(struct task *t)
+{
+	free(t->tool_name);
+	free(t->held);
 	cJSON_Delete(t->args);
 	free(t->progress_msg);
 	free(t->question_id);
@@ -187,6 +233,7 @@ static void task_free(struct task *t)
 	}
 	cJSON_Delete(t->result);
 	cJSON_Delete(t->error);
+	cJSON_Delete(t->pending_error);
 	free(t->checkpoint);
 	free(t->cancel_reason);
 	free(t);
@@ -202,7 +249,13 @@ void tasks_free(struct tasks *ts)
 			job_free(t->job);
 		if (t->timeout_timer)
 			loop_timer_cancel(ts->sv->loop, t->timeout_timer);
+		if (t->retry_timer)
+			loop_timer_cancel(ts->sv->loop, t->retry_timer);
 		task_free(t);
+	}
+	for (struct tomb *b = ts->tombs, *n; b; b = n) {
+		n = b->next;
+		free(b);
 	}
 	struct tasks_table *tb = table(ts);
 	if (tb) {
@@ -260,11 +313,18 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 	clear_question(t);
 	touch(t);
 	t->finished_ms = t->updated_ms;
-	t->expires_ms = t->finished_ms + (int64_t)(t->tool->ttl_seconds * 1000.0);
+	t->expires_ms = t->finished_ms + (int64_t)((t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
+	t->was_running = 0;
 	if (t->timeout_timer) {
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 		t->timeout_timer = NULL;
 	}
+	if (t->retry_timer) {
+		loop_timer_cancel(ts->sv->loop, t->retry_timer);
+		t->retry_timer = NULL;
+	}
+	if (ts->sv->persist && persist_finished(ts->sv->persist, t) < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "could not store the outcome durably");
 	fplog(&ts->sv->log, st == TASK_COMPLETED ? FPLOG_INFO : FPLOG_NOTICE, t->id, "%s%s%s",
 	      task_status_name(st), error ? ": " : "",
 	      error ? cJSON_GetStringValue(cJSON_GetObjectItem(error, "message")) : "");
@@ -279,13 +339,46 @@ static void fail(struct tasks *ts, struct task *t, const char *code, const char 
 
 /* ---- frames to the job -------------------------------------------------------------- */
 
+/* Frames to a job are held until the turn's journal commit: the job must never act on a
+ * checkpoint ack or an answer the supervisor could still forget. */
 static int send_frame(struct task *t, msgpack_sbuffer *sb)
 {
 	int rc = frame_finish(sb);
-	if (rc == 0 && t->job)
-		rc = job_send(t->job, sb->data, sb->size);
+	if (rc == 0 && t->job) {
+		unsigned char *h = realloc(t->held, t->held_len + sb->size);
+		if (!h) {
+			rc = -ENOMEM;
+		} else {
+			memcpy(h + t->held_len, sb->data, sb->size);
+			t->held = h;
+			t->held_len += sb->size;
+			if (!t->on_held) {
+				struct tasks *ts = t->owner;
+				t->on_held = 1;
+				t->held_next = ts->held;
+				ts->held = t;
+			}
+		}
+	}
 	msgpack_sbuffer_destroy(sb);
 	return rc;
+}
+
+void tasks_release(struct tasks *ts)
+{
+	struct task *t = ts->held;
+	ts->held = NULL;
+	while (t) {
+		struct task *n = t->held_next;
+		if (t->job && t->held_len)
+			job_send(t->job, t->held, t->held_len);
+		free(t->held);
+		t->held = NULL;
+		t->held_len = 0;
+		t->held_next = NULL;
+		t->on_held = 0;
+		t = n;
+	}
 }
 
 static int send_start(struct task *t)
@@ -362,10 +455,11 @@ static char *dup_str(const char *s, size_t n)
 	return d;
 }
 
-/* Frame strings may contain anything; the ones we keep must be safe C strings. */
+/* Frame strings may contain anything; the ones we keep must be safe C strings and valid
+ * UTF-8, since they end up in JSON sent to clients. */
 static int clean_str(const char *s, size_t n)
 {
-	return memchr(s, '\0', n) == NULL;
+	return memchr(s, '\0', n) == NULL && frame_utf8_valid(s, n);
 }
 
 static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
@@ -379,8 +473,12 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 		return -1;
 	}
 	if (rc == 0) {
-		if (len > MAX_PROGRESS_MSG)
+		if (len > MAX_PROGRESS_MSG) {
+			/* Cut on a character boundary so the message stays valid UTF-8. */
 			len = MAX_PROGRESS_MSG;
+			while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
+				len--;
+		}
 		char *d = dup_str(msg, len);
 		if (d) {
 			free(t->progress_msg);
@@ -396,6 +494,8 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 		t->fraction = f < 0 ? 0 : f > 1 ? 1 : f;
 	t->progress_seq++;
 	touch(t);
+	if (ts->sv->persist)
+		persist_progress(ts->sv->persist, t);
 	notify(ts, t, TASK_EV_PROGRESS);
 	return 0;
 }
@@ -405,7 +505,6 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	const void *data;
 	size_t len;
 	int64_t seq;
-	(void)ts;
 	if (frame_get_int(m, "seq", &seq) < 0 || frame_get_bin(m, "data", &data, &len) < 0) {
 		*why = "protocol violation: checkpoint needs seq (int) and data (bin)";
 		return -1;
@@ -421,6 +520,17 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	t->checkpoint_len = len;
 	t->checkpoint_seq = seq;
 	touch(t);
+	if (ts->sv->persist) {
+		int rc = persist_checkpoint(ts->sv->persist, t);
+		if (rc < 0) {
+			/* Never tell the job a checkpoint is safe when it is not. */
+			char msg[200];
+			snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
+			fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
+			job_kill(t->job, NULL);
+			return 0;
+		}
+	}
 	send_checkpointed(t, seq);
 	return 0;
 }
@@ -480,6 +590,8 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 	t->question_choices = choices;
 	t->status = TASK_INPUT_REQUIRED;
 	touch(t);
+	if (ts->sv->persist)
+		persist_asked(ts->sv->persist, t);
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "input required: %s", t->question_prompt ? t->question_prompt : "");
 	notify(ts, t, TASK_EV_STATUS);
 	return 0;
@@ -539,8 +651,14 @@ static int on_fail(struct tasks *ts, struct task *t, const msgpack_object *m, co
 	}
 	char *c = dup_str(code, clen), *mm = dup_str(msg, mlen > 8192 ? 8192 : mlen);
 	char *h = hint ? dup_str(hint, hlen > 4096 ? 4096 : hlen) : NULL;
-	if (c && mm)
-		fail(ts, t, c, mm, (int)r, h ? h : "Read the message; fix the arguments or the input and call the tool again.");
+	const char *hh = h ? h : "Read the message; fix the arguments or the input and call the tool again.";
+	if (c && mm && r && t->tool && t->retries_used < t->tool->retries && !t->cancel_requested) {
+		/* Retryable and retries left: the job is re-run from its checkpoint once it exits. */
+		cJSON_Delete(t->pending_error);
+		t->pending_error = task_envelope(c, mm, 1, hh);
+	} else if (c && mm) {
+		fail(ts, t, c, mm, (int)r, hh);
+	}
 	free(c);
 	free(mm);
 	free(h);
@@ -599,6 +717,54 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 
 static void start_next(struct tasks *ts);
 
+static void enqueue(struct tasks *ts, struct task *t);
+
+static void on_retry_timer(struct loop *l, void *arg)
+{
+	struct task *t = arg;
+	(void)l;
+	t->retry_timer = NULL;
+	enqueue(t->owner, t);
+	start_next(t->owner);
+}
+
+/* Put t back in the queue, at once or when its backoff has passed. */
+static void schedule(struct tasks *ts, struct task *t)
+{
+	int64_t wait = t->not_before - loop_wall_ms();
+	if (wait > 0) {
+		t->queued = 1;   /* shows as queued while it waits; not on the run queue yet */
+		t->retry_timer = loop_timer_in(ts->sv->loop, wait, on_retry_timer, t);
+		if (t->retry_timer)
+			return;
+	}
+	enqueue(ts, t);
+}
+
+/* The job failed but may be run again: back off exponentially, keep the checkpoint. */
+static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
+{
+	if (!t->tool || t->retries_used >= t->tool->retries || t->cancel_requested) {
+		return 0;
+	}
+	t->retries_used++;
+	int64_t delay = 1000LL << (t->retries_used - 1 > 6 ? 6 : t->retries_used - 1);
+	t->not_before = loop_wall_ms() + delay;
+	char msg[600];
+	snprintf(msg, sizeof msg, "Attempt %d failed (%s); retrying from the last checkpoint in %lld s.",
+	         t->attempt, cJSON_GetStringValue(cJSON_GetObjectItem(why, "message")), (long long)(delay / 1000));
+	free(t->progress_msg);
+	t->progress_msg = strdup(msg);
+	cJSON_Delete(why);
+	touch(t);
+	if (ts->sv->persist)
+		persist_retry(ts->sv->persist, t);
+	fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "%s", msg);
+	schedule(ts, t);
+	notify(ts, t, TASK_EV_PROGRESS);
+	return 1;
+}
+
 static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 {
 	struct task *t = owner;
@@ -606,11 +772,22 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 	char msg[512];
 	t->job = NULL;
 	ts->running--;
+	if (t->timeout_timer) {
+		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
+		t->timeout_timer = NULL;
+	}
 	if (!TASK_TERMINAL(t->status)) {
+		cJSON *pending = t->pending_error;
+		t->pending_error = NULL;
 		if (x->violation) {
+			cJSON_Delete(pending);
 			snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
 			fail(ts, t, "job_failed", msg, 0,
 			     "The job broke the frame protocol (docs/job-protocol.md); fix the job, then call the tool again.");
+		} else if (pending) {
+			if (!try_retry(ts, t, cJSON_Duplicate(pending, 1)))
+				finish(ts, t, TASK_FAILED, NULL, 0, cJSON_Duplicate(pending, 1));
+			cJSON_Delete(pending);
 		} else if (x->exited && x->status == 0) {
 			cJSON *r = cJSON_CreateObject();
 			cJSON_AddNumberToObject(r, "exitCode", 0);
@@ -629,7 +806,10 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 			else
 				cJSON_AddNumberToObject(e, "signal", x->status);
 			cJSON_AddStringToObject(e, "output", x->tail);
-			finish(ts, t, TASK_FAILED, NULL, 0, e);
+			if (!try_retry(ts, t, cJSON_Duplicate(e, 1)))
+				finish(ts, t, TASK_FAILED, NULL, 0, e);
+			else
+				cJSON_Delete(e);
 		}
 	}
 	fplog(&ts->sv->log, FPLOG_DEBUG, t->id, "job exited (%s %d)", x->exited ? "status" : "signal", x->status);
@@ -682,34 +862,29 @@ static int arg_text(const cJSON *v, struct wbuf *out)
 	return rc;
 }
 
+/* Replace each {name} placeholder (as config_placeholder() defines it, the same rule the config
+ * was checked with) by its argument; an absent optional argument becomes the empty string. */
 static char *expand(const char *tmpl, const cJSON *args)
 {
 	struct wbuf b = { 0 };
-	const char *p = tmpl;
-	while (*p) {
-		const char *open = strchr(p, '{');
-		const char *close = open ? strchr(open, '}') : NULL;
-		if (!open || !close) {
+	const char *p = tmpl, *name;
+	size_t len;
+	for (;;) {
+		const char *open = config_placeholder(p, &name, &len);
+		if (!open) {
 			wbuf_append(&b, p, strlen(p));
 			break;
 		}
 		wbuf_append(&b, p, (size_t)(open - p));
-		char name[128];
-		size_t n = (size_t)(close - open - 1);
-		if (n == 0 || n >= sizeof name) {
-			wbuf_append(&b, open, (size_t)(close - open + 1));
-		} else {
-			memcpy(name, open + 1, n);
-			name[n] = 0;
-			const cJSON *v = cJSON_GetObjectItemCaseSensitive(args, name);
-			if (v || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") == n)
-				arg_text(v, &b);
-			else
-				wbuf_append(&b, open, (size_t)(close - open + 1));
-		}
-		p = close + 1;
+		char key[256];
+		snprintf(key, sizeof key, "%.*s", (int)(len < 255 ? len : 255), name);
+		arg_text(cJSON_GetObjectItemCaseSensitive(args, key), &b);
+		p = open + len + 2;
 	}
-	wbuf_append(&b, "", 1);
+	if (wbuf_append(&b, "", 1) < 0) {
+		wbuf_free(&b);
+		return NULL;
+	}
 	return (char *)b.data;
 }
 
@@ -743,6 +918,14 @@ static int start_job(struct tasks *ts, struct task *t)
 	char **argv = NULL, **envp = NULL;
 	char *args_json = NULL;
 	int rc;
+
+	t->queued = 0;
+	if (!tool) {
+		fail(ts, t, "internal_error", "The tool of this task is no longer in the server's config.", 0,
+		     "Ask the operator to restore the tool, or call another tool.");
+		return -ENOENT;
+	}
+	t->attempt++;
 
 	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
 	snprintf(work, sizeof work, "%s/work", dir);
@@ -798,14 +981,16 @@ static int start_job(struct tasks *ts, struct task *t)
 	if (rc < 0)
 		goto fail;
 	ts->running++;
-	t->queued = 0;
+	t->was_running = 1;
 	t->started_ms = loop_wall_ms();
 	t->job_started_mono = loop_now();
 	touch(t);
 	if (tool->timeout_seconds > 0)
 		t->timeout_timer = loop_timer_in(sv->loop, (int64_t)(tool->timeout_seconds * 1000.0), on_timeout, t);
-	fplog(&sv->log, FPLOG_INFO, t->id, "started %s (attempt %d, pid %d)", tool->name, t->attempt,
-	      (int)job_pid(t->job));
+	if (sv->persist)
+		persist_started(sv->persist, t);
+	fplog(&sv->log, FPLOG_INFO, t->id, "started %s (attempt %d, pid %d)%s", tool->name, t->attempt,
+	      (int)job_pid(t->job), t->checkpoint ? " from its checkpoint" : "");
 	send_start(t);
 	free_strv(argv);
 	free_strv(envp);
@@ -825,8 +1010,21 @@ fail:
 	return rc;
 }
 
+static void enqueue(struct tasks *ts, struct task *t)
+{
+	t->queued = 1;
+	t->qnext = NULL;
+	if (ts->qtail)
+		ts->qtail->qnext = t;
+	else
+		ts->qhead = t;
+	ts->qtail = t;
+	ts->qlen++;
+}
+
 static void start_next(struct tasks *ts)
 {
+	int started = 0;
 	while (ts->qhead && ts->running < ts->sv->cfg->server.max_concurrent) {
 		struct task *t = ts->qhead;
 		ts->qhead = t->qnext;
@@ -835,10 +1033,12 @@ static void start_next(struct tasks *ts)
 		t->qnext = NULL;
 		ts->qlen--;
 		start_job(ts, t);
+		started = 1;
 	}
 	/* Queue positions moved for everyone still waiting. */
-	for (struct task *q = ts->qhead; q; q = q->qnext)
-		notify(ts, q, TASK_EV_PROGRESS);
+	if (started)
+		for (struct task *q = ts->qhead; q; q = q->qnext)
+			notify(ts, q, TASK_EV_PROGRESS);
 }
 
 static int new_id(char out[33])
@@ -872,34 +1072,35 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 		cJSON_Delete(args);
 		return -ENOMEM;
 	}
-	if ((rc = new_id(t->id)) < 0) {
+	/* 128 bits from the OS: a collision with a live or expired id is practically impossible,
+	 * but checking costs nothing. */
+	do {
+		rc = new_id(t->id);
+	} while (rc == 0 && (tasks_find(ts, t->id) || tasks_tombstone_find(ts, t->id)));
+	if (rc < 0) {
 		cJSON_Delete(args);
 		free(t);
 		return rc;
 	}
 	t->owner = ts;
 	t->tool = tool;
+	t->tool_name = strdup(tool->name);
 	t->args = args;
 	t->status = TASK_WORKING;
-	t->attempt = 1;
 	t->fraction = -1;
 	t->created_ms = t->updated_ms = loop_wall_ms();
-	if ((rc = table_put(ts, t)) < 0) {
+	if (!t->tool_name || (rc = table_put(ts, t)) < 0) {
 		task_free(t);
-		return rc;
+		return -ENOMEM;
 	}
 	t->next = ts->head;
 	if (ts->head)
 		ts->head->prev = t;
 	ts->head = t;
 	ts->count++;
-	t->queued = 1;
-	if (ts->qtail)
-		ts->qtail->qnext = t;
-	else
-		ts->qhead = t;
-	ts->qtail = t;
-	ts->qlen++;
+	if (ts->sv->persist)
+		persist_created(ts->sv->persist, t);
+	enqueue(ts, t);
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "created %s", tool->name);
 	*out = t;
 	start_next(ts);
@@ -908,7 +1109,6 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 
 int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
 {
-	(void)ts;
 	if (t->status != TASK_INPUT_REQUIRED || !t->question_id)
 		return -EINVAL;
 	struct task_answer *a = calloc(1, sizeof *a);
@@ -924,11 +1124,19 @@ int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
 	}
 	a->next = t->answers;
 	t->answers = a;
+	if (ts->sv->persist)
+		persist_answered(ts->sv->persist, t, a->question_id, a->response);
 	if (t->job)
 		send_answer(t, a->question_id, a->response);
 	clear_question(t);
 	t->status = TASK_WORKING;
 	touch(t);
+	/* Asked before a restart: no job is waiting for the answer.  Run it again from its
+	 * checkpoint; when it asks the same question the recorded answer is replayed to it. */
+	if (!t->job && !t->queued) {
+		enqueue(ts, t);
+		start_next(ts);
+	}
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "answered %s", a->question_id);
 	notify(ts, t, TASK_EV_STATUS);
 	return 0;
@@ -957,6 +1165,10 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 		t->qnext = NULL;
 		t->queued = 0;
 	}
+	if (t->retry_timer) {
+		loop_timer_cancel(ts->sv->loop, t->retry_timer);
+		t->retry_timer = NULL;
+	}
 	finish(ts, t, TASK_CANCELLED, NULL, 0,
 	       task_envelope("cancelled", t->cancel_reason, 0, "The task was cancelled; call the tool again to start over."));
 	if (t->job) {
@@ -965,4 +1177,186 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 	}
 	start_next(ts);
 	return 0;
+}
+
+/* ---- restore, expiry ------------------------------------------------------------------------ */
+
+int tasks_insert(struct tasks *ts, struct task *t)
+{
+	int rc = table_put(ts, t);
+	if (rc < 0)
+		return rc;
+	t->owner = ts;
+	/* Keep newest-first order; replay mostly inserts in creation order, so this is O(1). */
+	struct task *after = NULL, *cur = ts->head;
+	while (cur && cur->created_ms > t->created_ms) {
+		after = cur;
+		cur = cur->next;
+	}
+	t->prev = after;
+	t->next = cur;
+	if (cur)
+		cur->prev = t;
+	if (after)
+		after->next = t;
+	else
+		ts->head = t;
+	ts->count++;
+	return 0;
+}
+
+void tasks_remove(struct tasks *ts, struct task *t)
+{
+	if (t->job)
+		return;   /* never while a process runs; the collector tries again later */
+	if (t->queued && !t->retry_timer) {
+		struct task **pp = &ts->qhead, *prev = NULL;
+		while (*pp && *pp != t) {
+			prev = *pp;
+			pp = &(*pp)->qnext;
+		}
+		if (*pp) {
+			*pp = t->qnext;
+			if (ts->qtail == t)
+				ts->qtail = prev;
+			ts->qlen--;
+		}
+	}
+	if (t->on_held) {
+		for (struct task **pp = &ts->held; *pp; pp = &(*pp)->held_next)
+			if (*pp == t) {
+				*pp = t->held_next;
+				break;
+			}
+	}
+	if (t->retry_timer)
+		loop_timer_cancel(ts->sv->loop, t->retry_timer);
+	if (t->timeout_timer)
+		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
+	table_del(ts, t);
+	if (t->prev)
+		t->prev->next = t->next;
+	else
+		ts->head = t->next;
+	if (t->next)
+		t->next->prev = t->prev;
+	ts->count--;
+	task_free(t);
+}
+
+void tasks_recover(struct tasks *ts)
+{
+	/* Oldest first, so the queue keeps creation order. */
+	struct task *last = ts->head;
+	while (last && last->next)
+		last = last->next;
+	for (struct task *t = last; t; t = t->prev) {
+		t->tool = config_tool(ts->sv->cfg, t->tool_name);
+		if (TASK_TERMINAL(t->status))
+			continue;
+		if (t->status == TASK_INPUT_REQUIRED) {
+			/* Still shows its question; answering it re-runs the job (tasks_respond). */
+			t->was_running = 0;
+			continue;
+		}
+		if (t->was_running) {
+			enum tool_resume policy = t->tool ? t->tool->resume : RESUME_FAIL;
+			t->was_running = 0;
+			if (policy == RESUME_FAIL) {
+				fail(ts, t, "interrupted", "The server stopped while the job was running.", 1,
+				     "Call the tool again to start over.");
+				continue;
+			}
+			if (policy == RESUME_RESTART) {
+				free(t->checkpoint);
+				t->checkpoint = NULL;
+				t->checkpoint_len = 0;
+				t->checkpoint_blob[0] = 0;
+			}
+			fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "resuming after a restart (%s)",
+			      policy == RESUME_CHECKPOINT && t->checkpoint ? "from its last checkpoint" : "from the start");
+		}
+		schedule(ts, t);
+	}
+	start_next(ts);
+}
+
+int tasks_tombstone_add(struct tasks *ts, const char *id, int64_t until)
+{
+	struct tomb *b = calloc(1, sizeof *b);
+	if (!b)
+		return -ENOMEM;
+	snprintf(b->id, sizeof b->id, "%s", id);
+	b->until = until;
+	b->next = ts->tombs;
+	ts->tombs = b;
+	ts->ntombs++;
+	return 0;
+}
+
+int64_t tasks_tombstone_find(const struct tasks *ts, const char *id)
+{
+	/* Tombstones are few (expired ids, for a limited time); a list is enough. */
+	for (const struct tomb *b = ts->tombs; b; b = b->next)
+		if (strcmp(b->id, id) == 0)
+			return b->until;
+	return 0;
+}
+
+void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id, int64_t until), void *arg)
+{
+	for (struct tomb *b = ts->tombs; b; b = b->next)
+		fn(arg, b->id, b->until);
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st; (void)ftw;
+	if (flag == FTW_DP)
+		rmdir(path);
+	else
+		unlink(path);
+	return 0;
+}
+
+static void remove_task_dir(struct tasks *ts, const char *id)
+{
+	char path[4200];
+	snprintf(path, sizeof path, "%s/tasks/%s", ts->sv->state_dir, id);
+	/* Depth first, never following symlinks and never leaving the file system: a job may
+	 * have planted links in its work dir. */
+	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+size_t tasks_collect(struct tasks *ts, int64_t now)
+{
+	size_t n = 0;
+	for (struct tomb **pp = &ts->tombs; *pp;) {
+		if ((*pp)->until <= now) {
+			struct tomb *b = *pp;
+			*pp = b->next;
+			free(b);
+			ts->ntombs--;
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+	for (struct task *t = ts->head, *next; t; t = next) {
+		next = t->next;
+		if (!TASK_TERMINAL(t->status) || t->expires_ms > now || t->job)
+			continue;
+		/* Expired ids answer `expired` for as long again as they lived (at least an hour,
+		 * at most a week), then `unknown_task`. */
+		int64_t ttl = t->expires_ms - t->finished_ms;
+		int64_t keep = ttl < 3600000 ? 3600000 : ttl > 604800000 ? 604800000 : ttl;
+		char id[33];
+		memcpy(id, t->id, sizeof id);
+		if (ts->sv->persist)
+			persist_expired(ts->sv->persist, id, now + keep);
+		tasks_tombstone_add(ts, id, now + keep);
+		tasks_remove(ts, t);
+		remove_task_dir(ts, id);
+		n++;
+	}
+	return n;
 }

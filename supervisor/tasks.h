@@ -30,11 +30,15 @@ struct task_answer {
 
 struct task {
 	char id[33];                  /* 128 random bits, lowercase hex */
-	const struct tool_cfg *tool;
+	char *tool_name;
+	const struct tool_cfg *tool;  /* NULL if the tool is no longer in the config */
 	cJSON *args;                  /* validated, defaults applied */
 	enum task_status status;
 	int queued;                   /* working, waiting for a free slot */
-	int attempt;                  /* 1 on the first run */
+	int attempt;                  /* runs started so far (1 during the first) */
+	int retries_used;             /* re-runs after the job failed (bounded by tool->retries) */
+	int was_running;              /* replay: a job was running when the journal ended */
+	int64_t not_before;           /* wall ms: queued for a retry, not to start before this */
 	int64_t created_ms, updated_ms, started_ms, finished_ms, expires_ms;  /* wall clock */
 	char *progress_msg;           /* may be NULL */
 	double fraction;              /* < 0: unknown */
@@ -46,6 +50,8 @@ struct task {
 	int result_is_mcp;
 	cJSON *error;                 /* failed/cancelled: the envelope {code,message,retryable,recoveryHint} */
 	void *checkpoint; size_t checkpoint_len; int64_t checkpoint_seq;
+	char checkpoint_blob[65];     /* sha256 name when stored as a blob, else "" */
+	char result_blob[65];         /* same, for a large result */
 	int cancel_requested;
 	char *cancel_reason;
 	/* runtime */
@@ -53,6 +59,12 @@ struct task {
 	struct job *job;
 	int64_t job_started_mono;
 	struct loop_timer *timeout_timer;
+	struct loop_timer *retry_timer;
+	int progress_dirty;           /* progress not yet journaled */
+	cJSON *pending_error;         /* a retryable failure reported by the job, decided at exit */
+	unsigned char *held; size_t held_len;   /* frames for the job, sent after the commit */
+	struct task *held_next;       /* on the tasks' held list */
+	int on_held;
 	struct task *next, *prev;     /* all tasks, newest first */
 	struct task *qnext;           /* run queue */
 };
@@ -82,6 +94,28 @@ int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response);
 int tasks_cancel(struct tasks *ts, struct task *t, const char *reason);
 
 const char *task_status_name(enum task_status s);
+int task_status_parse(const char *name);   /* -1 if unknown */
+
+/* Frames queued for jobs during this turn may go out now (after the journal commit). */
+void tasks_release(struct tasks *ts);
+
+/* ---- restoring from the journal (persist.c) --------------------------------------------- */
+/* A blank task with the given id, not yet in the table. */
+struct task *task_alloc(const char *id);
+void task_free(struct task *t);
+/* Insert a restored task (the list stays ordered by created_ms, newest first). */
+int tasks_insert(struct tasks *ts, struct task *t);
+/* After replay: requeue queued tasks and apply each tool's resume policy to interrupted ones. */
+void tasks_recover(struct tasks *ts);
+/* Drop a task from the table and free it (expiry). */
+void tasks_remove(struct tasks *ts, struct task *t);
+/* Tombstones: ids of expired tasks, answered with `expired` until `until` (wall ms). */
+int tasks_tombstone_add(struct tasks *ts, const char *id, int64_t until);
+int64_t tasks_tombstone_find(const struct tasks *ts, const char *id);   /* 0 if none */
+/* Call fn for every live tombstone. */
+void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id, int64_t until), void *arg);
+/* Expire finished tasks whose TTL has passed; returns how many. */
+size_t tasks_collect(struct tasks *ts, int64_t now_wall);
 
 /* A fresh failure envelope {code, message, retryable, recoveryHint}. */
 cJSON *task_envelope(const char *code, const char *message, int retryable, const char *hint);

@@ -1,6 +1,9 @@
 /* runner/examples/plain-count.c — a plain program that knows nothing of forkpoint, for the
  * "any program is a job" path: `plain-count N [EXIT]` prints "line i" for i = 1..N (one
  * flushed line every 10 ms), writes "done" to stderr and exits with EXIT (default 0). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* nanosleep, even when built with -std=c11 outside the project */
+#endif
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,8 +4,11 @@
  *
  * Arguments (JSON): topic (string, required), sections (int, default 3), delayMs (int,
  * default 2000: time per section), ask (bool: ask about an appendix after section 1),
- * failAt (int: fail on reaching that section; for tests).  `--sections N` on the command
- * line overrides the argument.  Checkpoint: {"done":N,"text":[...],"appendix":bool|null}. */
+ * failAt (int: fail on reaching that section; for tests).  `--sections N` and `--topic T`
+ * on the command line override the arguments.  Checkpoint: {"done":N,"text":[...],"appendix":bool|null}. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE     /* asprintf, nanosleep: built alone, outside the project's flags */
+#endif
 #include "forkpoint.h"
 
 #include <cJSON.h>
@@ -247,18 +250,29 @@ int main(int argc, char **argv)
 {
 	struct report r = { .appendix = -1 };
 	long sections_opt = -1;
+	const char *topic_opt = NULL;
 	int status = 1;
 	cJSON *args = NULL;
 
 	for (int i = 1; i < argc; i++) {
 		const char *v = NULL;
-		if (strcmp(argv[i], "--sections") == 0 && i + 1 < argc)
+		int is_topic = 0;
+		if ((strcmp(argv[i], "--sections") == 0 || strcmp(argv[i], "--topic") == 0) &&
+		    i + 1 < argc) {
+			is_topic = argv[i][2] == 't';
 			v = argv[++i];
-		else if (strncmp(argv[i], "--sections=", 11) == 0)
+		} else if (strncmp(argv[i], "--sections=", 11) == 0) {
 			v = argv[i] + 11;
-		else {
-			fprintf(stderr, "usage: report-generator [--sections N]\n");
+		} else if (strncmp(argv[i], "--topic=", 8) == 0) {
+			is_topic = 1;
+			v = argv[i] + 8;
+		} else {
+			fprintf(stderr, "usage: report-generator [--sections N] [--topic TOPIC]\n");
 			return 2;
+		}
+		if (is_topic) {
+			topic_opt = v;
+			continue;
 		}
 		char *end;
 		sections_opt = strtol(v, &end, 10);
@@ -275,12 +289,15 @@ int main(int argc, char **argv)
 	}
 	args = cJSON_Parse(fp_args_json(job));
 	const cJSON *topic = cJSON_GetObjectItemCaseSensitive(args, "topic");
-	if (!cJSON_IsString(topic) || !*topic->valuestring) {
+	if (topic_opt && *topic_opt)
+		r.topic = topic_opt;
+	else if (cJSON_IsString(topic) && *topic->valuestring)
+		r.topic = topic->valuestring;
+	if (!r.topic) {
 		status = finish_fail(job, "invalid_arguments", "the argument 'topic' (a string) is required",
 				     "Pass {\"topic\": \"...\"}.");
 		goto out;
 	}
-	r.topic = topic->valuestring;
 	long sections = sections_opt > 0 ? sections_opt : json_int(args, "sections", 3);
 	r.delay_ms = json_int(args, "delayMs", 2000);
 	r.fail_at = (int)json_int(args, "failAt", 0);

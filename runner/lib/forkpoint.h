@@ -50,7 +50,8 @@ extern "C" {
 
 typedef struct fp_job fp_job;
 
-/* Connect: read FORKPOINT_FD and wait for the supervisor's start frame.  Returns a handle
+/* Connect: read FORKPOINT_FD and wait for the supervisor's start frame.  The socket is
+ * marked close-on-exec, so programs the job runs cannot speak for it.  Returns a handle
  * (detached if FORKPOINT_FD is unset), or NULL with errno set on a real error: EBADF (the
  * variable is not an open fd), EPROTO / EPROTONOSUPPORT (bad or foreign start frame),
  * EPIPE (the supervisor closed the socket), EINVAL (detached, FORKPOINT_ARGS is not a JSON

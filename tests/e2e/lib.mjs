@@ -151,9 +151,14 @@ export async function startServer({ tools = [], server = {}, env } = {}) {
 		client, transport, dir, cfgPath, stateDir, clientErrors,
 		get stderr() { return stderr; },
 		get pid() { return transport.pid; },
+		/** Closes stdin like an MCP host; the server must then exit 0 by itself (within the
+		 *  SDK's 2 s before SIGTERM).  A sanitizer report makes the exit status non-zero. */
 		async close() {
+			const proc = transport._process;   // the SDK forgets it in close()
 			await client.close().catch(() => {});
 			removeDir(dir);
+			if (proc && (proc.exitCode !== 0 || proc.signalCode !== null))
+				throw new Error(`server did not exit 0 after stdin EOF (code ${proc.exitCode}, signal ${proc.signalCode}); stderr tail:\n${stderr.slice(-4000)}`);
 		},
 	};
 }

@@ -141,7 +141,7 @@ describe('stdin EOF', () => {
 			raw.closeStdin();
 			const exit = await raw.waitExit(5000);
 			assert.ok(exit, `still running ${Date.now() - t0} ms after stdin EOF`);
-			assert.deepEqual(exit, { code: 0, signal: null });
+			assert.deepEqual(exit, { code: 0, signal: null }, `exit status; stderr:\n${raw.stderr.slice(-3000)}`);
 			await waitGone(pids, 1000, 'job after supervisor exit');
 			assert.deepEqual(raw.badLines, []);
 		} finally {

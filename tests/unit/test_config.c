@@ -132,6 +132,8 @@ static struct config *load_ok(struct tally *t, const struct fixture *fx, int lin
 
 /* Load `text` and expect exactly "<config path>: <want>" (or a prefix of it when `prefix`). */
 static void load_err(struct tally *t, const struct fixture *fx, int line, const char *text,
+                     int prefix, const char *want_fmt, ...) __attribute__((format(printf, 6, 7)));
+static void load_err(struct tally *t, const struct fixture *fx, int line, const char *text,
                      int prefix, const char *want_fmt, ...)
 {
 	char err[1024] = "", want[1024], full[1200];

@@ -1,0 +1,357 @@
+/* state/blob.c — the content-addressed blob store (see blob.h).  A blob is durable once its
+ * final name exists: the bytes are written under a temp name in the same directory, fsynced,
+ * renamed into place and the directory fsynced, so a crash leaves either nothing, a leftover
+ * temp file (collected by blob_gc) or the complete blob.  Names are checked before any path is
+ * built from them, so a caller-supplied name can never reach outside blobs/.
+ * Every function returns 0 / -errno (blob_exists: 1 / 0) and prints nothing. */
+#include "blob.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#define BLOB_DIR "blobs"
+#define TMP_PREFIX ".tmp-"
+
+/* ---- sha256 ------------------------------------------------------------------ */
+
+/* Fetching an algorithm walks OpenSSL's provider tables; doing it once per process instead of
+ * per call keeps hashing small blobs cheap.  The first caller to publish wins; a thread that
+ * lost the race frees its own copy. */
+static const EVP_MD *sha256_md(void)
+{
+	static const EVP_MD *md;
+	const EVP_MD *m = __atomic_load_n(&md, __ATOMIC_ACQUIRE);
+	const EVP_MD *expected = NULL;
+	EVP_MD *fetched;
+
+	if (m != NULL)
+		return m;
+	fetched = EVP_MD_fetch(NULL, "SHA256", NULL);
+	if (fetched == NULL)
+		m = EVP_sha256();   /* a static object, never freed */
+	else
+		m = fetched;
+	if (!__atomic_compare_exchange_n(&md, &expected, m, 0, __ATOMIC_ACQ_REL,
+					 __ATOMIC_ACQUIRE)) {
+		EVP_MD_free(fetched);
+		m = expected;
+	}
+	return m;
+}
+
+void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+
+	if (EVP_Digest(data, len, md, &mdlen, sha256_md(), NULL) != 1 || mdlen != 32) {
+		/* Only reachable when the library is broken; a name that no blob can have
+		 * makes every later lookup fail instead of matching the wrong content. */
+		memset(hex, '-', BLOB_HEX_LEN);
+		hex[BLOB_HEX_LEN] = '\0';
+		return;
+	}
+	for (unsigned int i = 0; i < 32; i++) {
+		hex[2 * i] = digits[md[i] >> 4];
+		hex[2 * i + 1] = digits[md[i] & 15];
+	}
+	hex[BLOB_HEX_LEN] = '\0';
+}
+
+/* ---- paths --------------------------------------------------------------------- */
+
+static int hex_valid(const char *hex)
+{
+	if (hex == NULL)
+		return 0;
+	for (int i = 0; i < BLOB_HEX_LEN; i++) {
+		char c = hex[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return hex[BLOB_HEX_LEN] == '\0';
+}
+
+/* <state>/blobs/<first two>/<all 64> */
+static int blob_path(const char *state_dir, const char *hex, char *out, size_t outlen)
+{
+	int n = snprintf(out, outlen, "%s/" BLOB_DIR "/%.2s/%s", state_dir, hex, hex);
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
+static int fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* mkdir that is durable: a new directory entry is only safe once its parent is fsynced. */
+static int mkdir_durable(const char *path, const char *parent)
+{
+	if (mkdir(path, 0700) == 0)
+		return fsync_dir(parent);
+	return errno == EEXIST ? 0 : -errno;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- put / get / exists ----------------------------------------------------------- */
+
+int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
+{
+	char top[PATH_MAX], sub[PATH_MAX], final[PATH_MAX], tmp[PATH_MAX];
+	struct stat st;
+	int fd = -1;
+	int rc;
+
+	if (state_dir == NULL || hex == NULL || (data == NULL && len > 0))
+		return -EINVAL;
+	blob_sha256_hex(data, len, hex);
+	if (!hex_valid(hex))
+		return -EIO;
+	rc = blob_path(state_dir, hex, final, sizeof final);
+	if (rc < 0)
+		return rc;
+	/* Same name and same size: the content is already here (a damaged copy of the same
+	 * size is caught by blob_get's digest check, never silently returned). */
+	if (stat(final, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == len)
+		return 0;
+
+	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top ||
+	    (size_t)snprintf(sub, sizeof sub, "%s/%.2s", top, hex) >= sizeof sub ||
+	    (size_t)snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "XXXXXX", sub) >= sizeof tmp)
+		return -ENAMETOOLONG;
+	rc = mkdir_durable(top, state_dir);
+	if (rc < 0)
+		return rc;
+	rc = mkdir_durable(sub, top);
+	if (rc < 0)
+		return rc;
+
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rc = write_all(fd, data, len);
+	if (rc < 0)
+		goto fail;
+	if (fdatasync(fd) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		rc = -errno;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, final) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	return fsync_dir(sub);
+
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	return rc;
+}
+
+int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
+{
+	char path[PATH_MAX], got[BLOB_HEX_LEN + 1];
+	unsigned char *buf = NULL;
+	struct stat st;
+	size_t have = 0;
+	int fd = -1;
+	int rc;
+
+	if (state_dir == NULL || data == NULL || len == NULL || !hex_valid(hex))
+		return -EINVAL;
+	rc = blob_path(state_dir, hex, path, sizeof path);
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < 0) {
+		rc = -EBADMSG;
+		goto fail;
+	}
+	/* +1 so an empty blob still gets a non-NULL buffer the caller can free. */
+	buf = malloc((size_t)st.st_size + 1);
+	if (buf == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	while (have < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + have, (size_t)st.st_size - have);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = -errno;
+			goto fail;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+	}
+	blob_sha256_hex(buf, have, got);
+	if (strcmp(got, hex) != 0) {
+		rc = -EBADMSG;
+		goto fail;
+	}
+	close(fd);
+	*data = buf;
+	*len = have;
+	return 0;
+
+fail:
+	free(buf);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+int blob_exists(const char *state_dir, const char *hex)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (state_dir == NULL || !hex_valid(hex) || blob_path(state_dir, hex, path, sizeof path) < 0)
+		return 0;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? 1 : 0;
+}
+
+/* ---- garbage collection --------------------------------------------------------------- */
+
+static int keep_cmp(const void *key, const void *elem)
+{
+	return strcmp((const char *)key, *(const char *const *)elem);
+}
+
+static int is_hex2(const char *s)
+{
+	for (int i = 0; i < 2; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[2] == '\0';
+}
+
+/* Collect one blobs/<xx>/ directory.  Names that are neither a blob of this directory nor
+ * one of our temp files are left alone: nothing is deleted that this module did not write. */
+static int gc_subdir(int topfd, const char *name, const char *const *keep, size_t n,
+		     size_t *removed)
+{
+	int fd = openat(topfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = NULL;
+	struct dirent *e;
+	int rc = 0;
+
+	if (fd < 0)
+		return errno == ENOTDIR || errno == ENOENT ? 0 : -errno;
+	d = fdopendir(fd);
+	if (d == NULL) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((errno = 0, e = readdir(d)) != NULL) {
+		int drop = 0;
+		if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+			drop = 1;
+		else if (hex_valid(e->d_name) && memcmp(e->d_name, name, 2) == 0)
+			drop = n == 0 ||
+			       bsearch(e->d_name, keep, n, sizeof *keep, keep_cmp) == NULL;
+		if (!drop)
+			continue;
+		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
+			(*removed)++;
+		else if (errno != ENOENT && rc == 0)
+			rc = -errno;
+	}
+	if (errno != 0 && rc == 0)
+		rc = -errno;
+	closedir(d);
+	return rc;
+}
+
+int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *removed)
+{
+	char top[PATH_MAX];
+	DIR *d = NULL;
+	struct dirent *e;
+	size_t count = 0;
+	int topfd;
+	int rc = 0;
+
+	if (removed != NULL)
+		*removed = 0;
+	if (state_dir == NULL || (keep == NULL && n > 0))
+		return -EINVAL;
+	/* An unsorted list would make bsearch miss live blobs and delete them: refuse it. */
+	for (size_t i = 0; i < n; i++) {
+		if (!hex_valid(keep[i]) || (i > 0 && strcmp(keep[i - 1], keep[i]) > 0))
+			return -EINVAL;
+	}
+	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
+		return -ENAMETOOLONG;
+	topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (topfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	d = fdopendir(topfd);
+	if (d == NULL) {
+		rc = -errno;
+		close(topfd);
+		return rc;
+	}
+	while ((errno = 0, e = readdir(d)) != NULL) {
+		if (!is_hex2(e->d_name))
+			continue;
+		int r = gc_subdir(dirfd(d), e->d_name, keep, n, &count);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	if (errno != 0 && rc == 0)
+		rc = -errno;
+	closedir(d);
+	if (removed != NULL)
+		*removed = count;
+	return rc;
+}

@@ -1,0 +1,1372 @@
+/* state/journal.c — the append-only journal (format and contracts in journal.h).
+ *
+ * Reading: a segment is read whole into memory with a few large reads, never mmapped, so a
+ * writer truncating a file under a read-only reader cannot fault it, and replay costs no
+ * system call per record.  Open first builds a plan (which segments are live: the newest one
+ * holding a complete snapshot and everything after it), then walks it in order.  The same
+ * engine serves journal_open (read-only or writable) and journal_fsck (check or repair); only
+ * what it may change and what it reports differ.
+ *
+ * Writing: records are framed into an in-memory batch by journal_append; journal_commit puts
+ * the batch at the end of the current segment with one pwrite and makes it durable with one
+ * fdatasync.  If either fails, the file is cut back to the last durable length so a partial
+ * batch can never be followed by a later one, and the batch stays for the next attempt.
+ *
+ * Ownership: struct journal owns its fds (all O_CLOEXEC), its batch and its paths; the lock
+ * is released by closing the lock fd in journal_close.  Functions return 0 or -errno and write
+ * at most one line into err; informational lines go to the caller's log callback. */
+#include "journal.h"
+#include "crc32c.h"
+
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SEG_MAGIC      "FPJRNL01"
+#define SEG_HDR        16u
+#define REC_HDR        9u
+#define SEG_NAME_LEN   20u                 /* 16 hex digits + ".seg" */
+#define DEFAULT_SEGMENT_BYTES (64ull << 20)
+/* A snapshot can be as large as the live state; spill it to the temp file in pieces of this
+ * size instead of holding all of it in the batch. */
+#define REWRITE_SPILL  (4u << 20)
+#define LOCK_NAME      "LOCK"
+#define MSG_MAX        512
+
+struct journal {
+	int read_only;
+	uint64_t segment_bytes;
+	char *dir;              /* <state>/journal, for messages */
+	int dirfd;              /* -1: read-only open of a journal that does not exist */
+	int lockfd;
+	int fd;                 /* current segment, writable opens only */
+	uint64_t seq;           /* its number */
+	uint64_t off;           /* its durable length: everything before is committed */
+	uint64_t next_seq;      /* never reuse a number, even of a segment set aside */
+	int tail_dirty;         /* a failed write may have left bytes past off */
+	uint64_t total;         /* bytes in live segments */
+	uint64_t replayed;
+	unsigned char *batch;   /* framed records not yet committed */
+	size_t blen, bcap;
+	/* compaction in progress (journal_rewrite_begin .. _end) */
+	int rw_active;
+	int rw_fd;
+	uint64_t rw_seq;
+	uint64_t rw_off;
+	int rw_err;             /* a spill failed: the rewrite can only be abandoned */
+};
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+__attribute__((format(printf, 3, 4)))
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err == NULL || errlen == 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static void put_le32(unsigned char *p, uint32_t v)
+{
+	v = htole32(v);
+	memcpy(p, &v, 4);
+}
+
+static uint32_t get_le32(const unsigned char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return le32toh(v);
+}
+
+static uint64_t get_le64(const unsigned char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, 8);
+	return le64toh(v);
+}
+
+static void seg_name(char out[SEG_NAME_LEN + 1], uint64_t seq)
+{
+	snprintf(out, SEG_NAME_LEN + 1, "%016" PRIx64 ".seg", seq);
+}
+
+/* Exactly 16 lowercase hex digits and ".seg": anything else in the directory is not ours. */
+static int seg_parse(const char *name, uint64_t *seq)
+{
+	uint64_t v = 0;
+
+	if (strlen(name) != SEG_NAME_LEN || strcmp(name + 16, ".seg") != 0)
+		return 0;
+	for (int i = 0; i < 16; i++) {
+		char c = name[i];
+		if (c >= '0' && c <= '9')
+			v = v << 4 | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v << 4 | (uint64_t)(c - 'a' + 10);
+		else
+			return 0;
+	}
+	*seq = v;
+	return 1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = strlen(s), b = strlen(suffix);
+	return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const unsigned char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* rename that never replaces: side files are evidence and must not overwrite each other.
+ * Falls back to link+unlink where the filesystem lacks RENAME_NOREPLACE. */
+static int rename_noreplace(int dirfd, const char *from, const char *to)
+{
+	if (renameat2(dirfd, from, dirfd, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	if (linkat(dirfd, from, dirfd, to, 0) < 0)
+		return -errno;
+	unlinkat(dirfd, from, 0);
+	return 0;
+}
+
+/* Move dirfd/from to torn-<seq>-<off>.bin (or .1.bin, .2.bin … if that exists), then make the
+ * move durable.  The final name goes to out. */
+static int place_side_file(int dirfd, const char *from, uint64_t seq, uint64_t off,
+			   char *out, size_t outlen)
+{
+	int rc = -EEXIST;
+
+	for (int n = 0; n < 1000 && rc == -EEXIST; n++) {
+		if (n == 0)
+			snprintf(out, outlen, "torn-%016" PRIx64 "-%" PRIu64 ".bin", seq, off);
+		else
+			snprintf(out, outlen, "torn-%016" PRIx64 "-%" PRIu64 ".%d.bin", seq, off, n);
+		rc = rename_noreplace(dirfd, from, out);
+	}
+	if (rc < 0)
+		return rc;
+	return fsync(dirfd) < 0 ? -errno : 0;
+}
+
+/* ---- records -------------------------------------------------------------------------- */
+
+enum rec_status {
+	REC_OK = 0,
+	REC_SHORT_HEADER,
+	REC_PAST_EOF,
+	REC_TOO_LONG,
+	REC_BAD_CRC,
+};
+
+static const char *rec_reason(int st)
+{
+	switch (st) {
+	case REC_SHORT_HEADER: return "incomplete record header";
+	case REC_PAST_EOF: return "record length runs past the end of the file";
+	case REC_TOO_LONG: return "record length above the limit";
+	case REC_BAD_CRC: return "checksum mismatch";
+	default: return "bad record";
+	}
+}
+
+struct rec {
+	uint8_t type;
+	const unsigned char *payload;
+	uint32_t len;
+};
+
+static uint32_t rec_crc(uint8_t type, const void *payload, size_t len)
+{
+	return crc32c_mask(crc32c(crc32c(0, &type, 1), payload, len));
+}
+
+/* Check the record at buf[off]; verify = 0 skips the checksum of a range already verified. */
+static int rec_read(const unsigned char *buf, size_t len, size_t off, int verify, struct rec *r)
+{
+	if (len - off < REC_HDR)
+		return REC_SHORT_HEADER;
+	uint32_t plen = get_le32(buf + off);
+	if (plen > JOURNAL_MAX_RECORD)
+		return REC_TOO_LONG;
+	if ((size_t)plen > len - off - REC_HDR)
+		return REC_PAST_EOF;
+	r->type = buf[off + 8];
+	r->payload = buf + off + REC_HDR;
+	r->len = plen;
+	if (verify && get_le32(buf + off + 4) != rec_crc(r->type, r->payload, plen))
+		return REC_BAD_CRC;
+	return REC_OK;
+}
+
+/* Is there a valid record starting anywhere after `from`?  Decides torn tail (no) versus
+ * damage (yes).  Cheap on real tails: zeros and garbage fail the length or the checksum of a
+ * short range almost everywhere. */
+static int valid_after(const unsigned char *buf, size_t len, size_t from)
+{
+	struct rec r;
+
+	for (size_t o = from + 1; o < len && len - o >= REC_HDR; o++) {
+		if (rec_read(buf, len, o, 1, &r) == REC_OK)
+			return 1;
+	}
+	return 0;
+}
+
+/* ---- segments in memory -------------------------------------------------------------- */
+
+struct seg {
+	uint64_t seq;
+	int fd;
+	unsigned char *buf;     /* whole file once loaded */
+	size_t len;
+	size_t verified;        /* records before this offset have had their checksum checked */
+	size_t good;            /* end of the last valid record, after the walk */
+};
+
+static void seg_unload(struct seg *s)
+{
+	free(s->buf);
+	s->buf = NULL;
+}
+
+/* Read the whole file through its fd.  A file that grows meanwhile is read up to the size seen
+ * at the start; one that shrinks yields what is left (a concurrent writer's torn tail). */
+static int seg_load(struct seg *s)
+{
+	struct stat st;
+	size_t have = 0;
+
+	if (s->buf != NULL)
+		return 0;
+	if (fstat(s->fd, &st) < 0)
+		return -errno;
+	if (st.st_size < 0 || (uint64_t)st.st_size > SIZE_MAX - 1)
+		return -EFBIG;
+	s->buf = malloc((size_t)st.st_size + 1);
+	if (s->buf == NULL)
+		return -ENOMEM;
+	while (have < (size_t)st.st_size) {
+		ssize_t n = pread(s->fd, s->buf + have, (size_t)st.st_size - have, (off_t)have);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			int rc = -errno;
+			seg_unload(s);
+			return rc;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+	}
+	s->len = have;
+	return 0;
+}
+
+static int seg_header_ok(const struct seg *s)
+{
+	return s->len >= SEG_HDR && memcmp(s->buf, SEG_MAGIC, 8) == 0 &&
+	       get_le64(s->buf + 8) == s->seq;
+}
+
+/* ---- the recovery engine ---------------------------------------------------------------- */
+
+/* What one pass over the directory may do, and where its findings go. */
+struct scan {
+	const char *dir;        /* <state>/journal */
+	int dirfd;
+	int writable;           /* segments opened O_RDWR */
+	int mutate;             /* set aside / cut repairable damage, delete obsolete segments */
+	int report_repairable;  /* fsck without repair: repairable damage is a finding */
+	int deliver;            /* pass records to cb (open) or only count them (fsck) */
+	journal_record_cb cb;
+	journal_log_cb log;
+	void *arg;
+	char *err;
+	size_t errlen;
+
+	/* results */
+	uint64_t records;
+	uint64_t total;
+	uint64_t max_seq;       /* highest segment number seen, live or not */
+	char finding[MSG_MAX];  /* first repairable problem left in place (fsck) */
+};
+
+struct plan {
+	struct seg *segs;       /* live segments, oldest first */
+	size_t n;
+	uint64_t *obsolete;     /* segments before the snapshot the plan starts from */
+	size_t nobs;
+};
+
+static void plan_free(struct plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		seg_unload(&p->segs[i]);
+		if (p->segs[i].fd >= 0)
+			close(p->segs[i].fd);
+	}
+	free(p->segs);
+	free(p->obsolete);
+	memset(p, 0, sizeof *p);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void scan_log(struct scan *sc, const char *fmt, ...)
+{
+	char msg[MSG_MAX];
+	va_list ap;
+
+	if (sc->log == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	sc->log(sc->arg, msg);
+}
+
+/* Sorted segment numbers in the directory. */
+static int list_segments(int dirfd, uint64_t **out, size_t *n)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	uint64_t *v = NULL;
+	size_t cnt = 0, cap = 0;
+	struct dirent *e;
+	DIR *d;
+	int rc = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (fd < 0)
+		return -errno;
+	d = fdopendir(fd);
+	if (d == NULL) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	while ((errno = 0, e = readdir(d)) != NULL) {
+		uint64_t seq;
+		if (!seg_parse(e->d_name, &seq))
+			continue;
+		if (cnt == cap) {
+			size_t ncap = cap ? cap * 2 : 16;
+			uint64_t *nv = realloc(v, ncap * sizeof *nv);
+			if (nv == NULL) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[cnt++] = seq;
+	}
+	if (errno != 0) {
+		rc = -errno;
+		goto fail;
+	}
+	closedir(d);
+	/* Insertion sort: a handful of segments, and no comparison callback needed. */
+	for (size_t i = 1; i < cnt; i++) {
+		uint64_t x = v[i];
+		size_t k = i;
+		for (; k > 0 && v[k - 1] > x; k--)
+			v[k] = v[k - 1];
+		v[k] = x;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+
+fail:
+	closedir(d);
+	free(v);
+	return rc;
+}
+
+static int open_segment(struct scan *sc, uint64_t seq, int *fd)
+{
+	char name[SEG_NAME_LEN + 1];
+
+	seg_name(name, seq);
+	*fd = openat(sc->dirfd, name, (sc->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW);
+	return *fd < 0 ? -errno : 0;
+}
+
+/* A whole newest segment is not part of the journal (torn creation or torn compaction):
+ * move it aside as evidence, or just drop it if it holds no byte at all. */
+static int set_aside(struct scan *sc, uint64_t seq, uint64_t size, const char *why)
+{
+	char name[SEG_NAME_LEN + 1], side[64];
+	int rc;
+
+	seg_name(name, seq);
+	if (size == 0) {
+		if (unlinkat(sc->dirfd, name, 0) < 0)
+			return -errno;
+		if (fsync(sc->dirfd) < 0)
+			return -errno;
+		scan_log(sc, "%s/%s: removed (%s, empty)", sc->dir, name, why);
+		return 0;
+	}
+	rc = place_side_file(sc->dirfd, name, seq, 0, side, sizeof side);
+	if (rc < 0)
+		return rc;
+	scan_log(sc, "%s/%s: %s; moved aside to %s/%s", sc->dir, name, why, sc->dir, side);
+	return 0;
+}
+
+/* Walk a loaded snapshot segment far enough to see its END record.  1 if complete; 0 with
+ * *bad_off and *bad_st set if damage comes first. */
+static int snapshot_complete(struct seg *s, size_t *bad_off, int *bad_st)
+{
+	size_t off = SEG_HDR;
+	struct rec r;
+
+	while (off < s->len) {
+		int st = rec_read(s->buf, s->len, off, 1, &r);
+		if (st != REC_OK) {
+			*bad_off = off;
+			*bad_st = st;
+			return 0;
+		}
+		off += REC_HDR + r.len;
+		if (r.type == JOURNAL_SNAPSHOT_END) {
+			s->verified = off;
+			return 1;
+		}
+	}
+	*bad_off = off;
+	*bad_st = REC_SHORT_HEADER;
+	return 0;
+}
+
+/* Decide which segments are live.  Newest first: drop a torn creation, then look for the
+ * newest segment with a complete snapshot; a newest one with an incomplete snapshot is a torn
+ * compaction (the older segments are still whole).  Every live segment is opened here, before
+ * anything is replayed, so a concurrent compaction deleting files cannot cut a replay short.
+ * -ENOENT means the listing went stale under us (the caller may list again). */
+static int plan_build(struct scan *sc, struct plan *p)
+{
+	uint64_t *all = NULL;
+	size_t na = 0, start = 0, filled = 0;
+	int rc;
+
+	memset(p, 0, sizeof *p);
+	rc = list_segments(sc->dirfd, &all, &na);
+	if (rc < 0)
+		return rc;
+	if (na > 0 && all[na - 1] > sc->max_seq)
+		sc->max_seq = all[na - 1];
+	p->segs = calloc(na ? na : 1, sizeof *p->segs);
+	if (p->segs == NULL) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+
+	if (na > 0) {
+		struct stat st;
+		int fd;
+		rc = open_segment(sc, all[na - 1], &fd);
+		if (rc < 0)
+			goto fail;
+		if (fstat(fd, &st) < 0) {
+			rc = -errno;
+			close(fd);
+			goto fail;
+		}
+		close(fd);
+		if (st.st_size < (off_t)SEG_HDR) {
+			char name[SEG_NAME_LEN + 1];
+			seg_name(name, all[na - 1]);
+			if (sc->mutate) {
+				rc = set_aside(sc, all[na - 1], (uint64_t)st.st_size,
+					       "segment creation was interrupted");
+				if (rc < 0) {
+					set_err(sc->err, sc->errlen, "%s/%s: cannot set aside: %s",
+						sc->dir, name, strerror(-rc));
+					goto fail;
+				}
+			} else if (sc->report_repairable && sc->finding[0] == '\0') {
+				snprintf(sc->finding, sizeof sc->finding,
+					 "%s/%s: only %lld bytes, no complete header (interrupted "
+					 "segment creation; --repair sets it aside)",
+					 sc->dir, name, (long long)st.st_size);
+			}
+			na--;
+		}
+	}
+
+	/* Collected newest first, reversed once the start is known. */
+	for (size_t i = na; i-- > 0;) {
+		struct seg s = { .seq = all[i], .fd = -1 };
+		unsigned char peek[SEG_HDR + REC_HDR];
+		ssize_t got;
+
+		rc = open_segment(sc, all[i], &s.fd);
+		if (rc < 0)
+			goto fail;
+		got = pread(s.fd, peek, sizeof peek, 0);
+		if (got == (ssize_t)sizeof peek && peek[SEG_HDR + 8] == JOURNAL_SNAPSHOT_BEGIN) {
+			size_t bad_off = 0;
+			int bad_st = 0;
+			rc = seg_load(&s);
+			if (rc < 0) {
+				close(s.fd);
+				goto fail;
+			}
+			if (seg_header_ok(&s) && snapshot_complete(&s, &bad_off, &bad_st)) {
+				p->segs[filled++] = s;
+				start = i;
+				break;
+			}
+			char name[SEG_NAME_LEN + 1];
+			seg_name(name, s.seq);
+			if (seg_header_ok(&s) && i == na - 1) {
+				uint64_t size = s.len;
+				seg_unload(&s);
+				close(s.fd);
+				if (sc->mutate) {
+					rc = set_aside(sc, all[i], size,
+						       "snapshot without its end record (interrupted "
+						       "compaction)");
+					if (rc < 0) {
+						set_err(sc->err, sc->errlen,
+							"%s/%s: cannot set aside: %s", sc->dir,
+							name, strerror(-rc));
+						goto fail;
+					}
+				} else if (sc->report_repairable && sc->finding[0] == '\0') {
+					snprintf(sc->finding, sizeof sc->finding,
+						 "%s/%s: snapshot without its end record (interrupted "
+						 "compaction; --repair sets it aside)", sc->dir, name);
+				}
+				na--;
+				continue;
+			}
+			if (!seg_header_ok(&s))
+				set_err(sc->err, sc->errlen, "%s/%s: offset 0: bad segment header",
+					sc->dir, name);
+			else
+				set_err(sc->err, sc->errlen,
+					"%s/%s: offset %zu: %s before the snapshot's end record, "
+					"and newer segments follow: the journal is damaged",
+					sc->dir, name, bad_off, bad_off >= s.len ?
+					"end of file" : rec_reason(bad_st));
+			seg_unload(&s);
+			close(s.fd);
+			rc = -EBADMSG;
+			goto fail;
+		}
+		p->segs[filled++] = s;
+		start = i;
+	}
+	for (size_t a = 0, b = filled; a + 1 < b; a++, b--) {
+		struct seg t = p->segs[a];
+		p->segs[a] = p->segs[b - 1];
+		p->segs[b - 1] = t;
+	}
+	p->n = filled;
+
+	if (start > 0) {
+		p->obsolete = malloc(start * sizeof *p->obsolete);
+		if (p->obsolete == NULL) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		memcpy(p->obsolete, all, start * sizeof *all);
+		p->nobs = start;
+	}
+	free(all);
+	return 0;
+
+fail:
+	p->n = filled;
+	plan_free(p);
+	free(all);
+	return rc;
+}
+
+/* Keep the cut bytes as a side file (durably) before the segment is shortened. */
+static int cut_tail(struct scan *sc, struct seg *s, size_t off)
+{
+	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 16], side[64];
+	int fd = -1;
+	int rc;
+
+	seg_name(name, s->seq);
+	snprintf(tmp, sizeof tmp, "%s.torn.tmp", name);
+	fd = openat(sc->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = pwrite_all(fd, s->buf + off, s->len - off, 0);
+	if (rc == 0 && fdatasync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	fd = -1;
+	if (rc == 0)
+		rc = place_side_file(sc->dirfd, tmp, s->seq, off, side, sizeof side);
+	if (rc < 0) {
+		unlinkat(sc->dirfd, tmp, 0);
+		return rc;
+	}
+	if (ftruncate(s->fd, (off_t)off) < 0 || fdatasync(s->fd) < 0)
+		return -errno;
+	scan_log(sc, "%s/%s: torn tail cut at offset %zu (%zu bytes kept in %s/%s)", sc->dir,
+		 name, off, s->len - off, sc->dir, side);
+	return 0;
+}
+
+/* Walk one live segment: deliver or count its records, then classify whatever stops the walk.
+ * Leaves s->good at the end of the last valid record. */
+static int walk_segment(struct scan *sc, struct seg *s, int newest)
+{
+	char name[SEG_NAME_LEN + 1];
+	size_t off = SEG_HDR;
+	struct rec r;
+	int st = REC_OK;
+
+	seg_name(name, s->seq);
+	if (!seg_header_ok(s)) {
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: bad segment header", sc->dir, name);
+		return -EBADMSG;
+	}
+	while (off < s->len) {
+		st = rec_read(s->buf, s->len, off, off >= s->verified, &r);
+		if (st != REC_OK)
+			break;
+		/* Snapshot markers frame the journal's own structure; callers never see them. */
+		if (sc->deliver && r.type != JOURNAL_SNAPSHOT_BEGIN &&
+		    r.type != JOURNAL_SNAPSHOT_END) {
+			if (sc->cb != NULL) {
+				if (sc->cb(sc->arg, r.type, r.payload, r.len, sc->err,
+					   sc->errlen) != 0) {
+					if (sc->err == NULL || sc->errlen == 0 || sc->err[0] == '\0')
+						set_err(sc->err, sc->errlen,
+							"%s/%s: offset %zu: replay stopped by the "
+							"record handler", sc->dir, name, off);
+					return -ECANCELED;
+				}
+			}
+			sc->records++;
+		} else if (!sc->deliver) {
+			sc->records++;
+		}
+		off += REC_HDR + r.len;
+	}
+	s->good = off;
+	if (off == s->len)
+		return 0;
+
+	if (!newest) {
+		set_err(sc->err, sc->errlen,
+			"%s/%s: offset %zu: %s in a segment that is not the newest: the journal "
+			"is damaged", sc->dir, name, off, rec_reason(st));
+		return -EBADMSG;
+	}
+	if (valid_after(s->buf, s->len, off)) {
+		set_err(sc->err, sc->errlen,
+			"%s/%s: offset %zu: %s, and valid records follow it: the journal is "
+			"damaged (not a torn tail)", sc->dir, name, off, rec_reason(st));
+		return -EBADMSG;
+	}
+	if (sc->mutate) {
+		int rc = cut_tail(sc, s, off);
+		if (rc < 0) {
+			set_err(sc->err, sc->errlen, "%s/%s: offset %zu: cannot cut torn tail: %s",
+				sc->dir, name, off, strerror(-rc));
+			return rc;
+		}
+	} else if (sc->report_repairable && sc->finding[0] == '\0') {
+		snprintf(sc->finding, sizeof sc->finding,
+			 "%s/%s: offset %zu: torn tail of %zu bytes (%s; --repair or the next "
+			 "start cuts it)", sc->dir, name, off, s->len - off, rec_reason(st));
+	}
+	/* Read-only: a torn tail may be a write in progress; the records before it stand. */
+	return 0;
+}
+
+static int plan_walk(struct scan *sc, struct plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		struct seg *s = &p->segs[i];
+		int rc = seg_load(s);
+		if (rc < 0) {
+			char name[SEG_NAME_LEN + 1];
+			seg_name(name, s->seq);
+			set_err(sc->err, sc->errlen, "%s/%s: cannot read: %s", sc->dir, name,
+				strerror(-rc));
+			return rc;
+		}
+		rc = walk_segment(sc, s, i + 1 == p->n);
+		seg_unload(s);
+		if (rc < 0)
+			return rc;
+		sc->total += s->good;
+	}
+	return 0;
+}
+
+/* Segments before the snapshot the replay started from: their content is in the snapshot. */
+static void delete_obsolete(struct scan *sc, const struct plan *p)
+{
+	char name[SEG_NAME_LEN + 1], first[SEG_NAME_LEN + 1];
+	size_t removed = 0;
+
+	if (p->nobs == 0 || p->n == 0)
+		return;
+	for (size_t i = 0; i < p->nobs; i++) {
+		seg_name(name, p->obsolete[i]);
+		if (unlinkat(sc->dirfd, name, 0) == 0)
+			removed++;
+	}
+	if (removed > 0) {
+		fsync(sc->dirfd);
+		seg_name(first, p->segs[0].seq);
+		scan_log(sc, "%s: removed %zu segment(s) older than the snapshot in %s", sc->dir,
+			 removed, first);
+	}
+}
+
+/* Plan (listing again once if a concurrent compaction deleted files under us), then walk. */
+static int scan_run(struct scan *sc, struct plan *p)
+{
+	int rc;
+
+	for (int attempt = 0;; attempt++) {
+		rc = plan_build(sc, p);
+		if (rc == -ENOENT && !sc->mutate && attempt == 0)
+			continue;
+		break;
+	}
+	if (rc < 0) {
+		if (sc->err != NULL && sc->errlen > 0 && sc->err[0] == '\0')
+			set_err(sc->err, sc->errlen, "%s: cannot read the journal: %s", sc->dir,
+				strerror(-rc));
+		return rc;
+	}
+	return plan_walk(sc, p);
+}
+
+/* ---- lock ------------------------------------------------------------------------------- */
+
+static int lock_take(int dirfd, const char *state_dir, int *out, char *err, size_t errlen)
+{
+	char buf[32];
+	int fd = openat(dirfd, LOCK_NAME, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int rc;
+
+	*out = -1;
+	if (fd < 0) {
+		rc = -errno;
+		set_err(err, errlen, "%s/journal/" LOCK_NAME ": %s", state_dir, strerror(-rc));
+		return rc;
+	}
+	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		if (errno == EINTR)
+			continue;
+		rc = -errno;
+		if (rc == -EWOULDBLOCK) {
+			ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+			long pid = 0;
+			buf[n > 0 ? n : 0] = '\0';
+			pid = strtol(buf, NULL, 10);
+			if (pid > 0)
+				set_err(err, errlen, "state dir %s is in use by another forkpoint "
+					"(pid %ld)", state_dir, pid);
+			else
+				set_err(err, errlen, "state dir %s is in use by another forkpoint",
+					state_dir);
+			rc = -EBUSY;
+		} else {
+			set_err(err, errlen, "%s/journal/" LOCK_NAME ": cannot lock: %s",
+				state_dir, strerror(-rc));
+		}
+		close(fd);
+		return rc;
+	}
+	/* The pid is only for the message a second instance prints; the lock is the flock. */
+	int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite_all(fd, buf, (size_t)n, 0) < 0) {
+		rc = -errno;
+		set_err(err, errlen, "%s/journal/" LOCK_NAME ": %s", state_dir, strerror(-rc));
+		close(fd);
+		return rc;
+	}
+	*out = fd;
+	return 0;
+}
+
+/* Leftovers of an interrupted segment creation, compaction or tail cut. */
+static void remove_temps(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *e;
+	DIR *d;
+
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (d == NULL) {
+		close(fd);
+		return;
+	}
+	while ((e = readdir(d)) != NULL) {
+		if (ends_with(e->d_name, ".tmp"))
+			unlinkat(dirfd, e->d_name, 0);
+	}
+	closedir(d);
+}
+
+/* mkdir that survives a crash: the new entry is durable once its parent is fsynced. */
+static int mkdir_durable(const char *path)
+{
+	char parent[PATH_MAX];
+	char *slash;
+	int fd, rc = 0;
+
+	if (mkdir(path, 0700) < 0)
+		return errno == EEXIST ? 0 : -errno;
+	if ((size_t)snprintf(parent, sizeof parent, "%s", path) >= sizeof parent)
+		return 0;
+	slash = strrchr(parent, '/');
+	if (slash == NULL)
+		snprintf(parent, sizeof parent, ".");
+	else if (slash == parent)
+		parent[1] = '\0';
+	else
+		*slash = '\0';
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+/* Create segment `seq` atomically: header under a temp name, fdatasync, rename, directory
+ * fsync.  With finish = 0 the temp file is left open and unnamed-in-place (compaction fills
+ * it first); *fd gets the open descriptor either way. */
+static int seg_create(struct journal *j, uint64_t seq, int finish, int *fd)
+{
+	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 8];
+	unsigned char hdr[SEG_HDR];
+	uint64_t le = htole64(seq);
+	int rc;
+
+	seg_name(name, seq);
+	snprintf(tmp, sizeof tmp, "%s.tmp", name);
+	memcpy(hdr, SEG_MAGIC, 8);
+	memcpy(hdr + 8, &le, 8);
+	*fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (*fd < 0)
+		return -errno;
+	rc = pwrite_all(*fd, hdr, sizeof hdr, 0);
+	if (rc < 0 || !finish)
+		goto out;
+	if (fdatasync(*fd) < 0 || renameat(j->dirfd, tmp, j->dirfd, name) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	if (fsync(j->dirfd) < 0) {
+		/* The name may not survive a crash; nothing but the header is in it yet. */
+		rc = -errno;
+		unlinkat(j->dirfd, name, 0);
+		close(*fd);
+		*fd = -1;
+		return rc;
+	}
+out:
+	if (rc < 0) {
+		close(*fd);
+		*fd = -1;
+		unlinkat(j->dirfd, tmp, 0);
+	}
+	return rc;
+}
+
+static int batch_reserve(struct journal *j, size_t more)
+{
+	if (j->bcap - j->blen >= more)
+		return 0;
+	size_t need = j->blen + more;
+	if (need < j->blen)
+		return -ENOMEM;
+	size_t cap = j->bcap ? j->bcap : 4096;
+	while (cap < need)
+		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+	unsigned char *nb = realloc(j->batch, cap);
+	if (nb == NULL)
+		return -ENOMEM;
+	j->batch = nb;
+	j->bcap = cap;
+	return 0;
+}
+
+/* Frame one record into the batch (snapshot markers included). */
+static int batch_add(struct journal *j, uint8_t type, const void *payload, size_t len)
+{
+	int rc;
+
+	if (j == NULL || (payload == NULL && len > 0))
+		return -EINVAL;
+	if (j->read_only)
+		return -EROFS;
+	if (len > JOURNAL_MAX_RECORD)
+		return -EMSGSIZE;
+	if (j->rw_err < 0)
+		return j->rw_err;
+	rc = batch_reserve(j, REC_HDR + len);
+	if (rc < 0)
+		return rc;
+	unsigned char *p = j->batch + j->blen;
+	put_le32(p, (uint32_t)len);
+	put_le32(p + 4, rec_crc(type, payload, len));
+	p[8] = type;
+	if (len > 0)
+		memcpy(p + REC_HDR, payload, len);
+	j->blen += REC_HDR + len;
+
+	/* A snapshot goes to a file no reader trusts until it is renamed: it can be written
+	 * ahead without syncing, keeping memory bounded whatever the live state's size. */
+	if (j->rw_active && j->blen >= REWRITE_SPILL) {
+		rc = pwrite_all(j->rw_fd, j->batch, j->blen, j->rw_off);
+		if (rc < 0) {
+			j->rw_err = rc;
+			return rc;
+		}
+		j->rw_off += j->blen;
+		j->blen = 0;
+	}
+	return 0;
+}
+
+int journal_append(struct journal *j, uint8_t type, const void *payload, size_t len)
+{
+	/* The markers are the journal's own: a stray one would make replay skip history. */
+	if (type == JOURNAL_SNAPSHOT_BEGIN || type == JOURNAL_SNAPSHOT_END)
+		return -EINVAL;
+	return batch_add(j, type, payload, len);
+}
+
+int journal_commit(struct journal *j)
+{
+	int rc;
+
+	if (j == NULL)
+		return -EINVAL;
+	if (j->read_only)
+		return -EROFS;
+	/* Between rewrite_begin and rewrite_end the batch belongs to the snapshot, which is not
+	 * authoritative until renamed: nothing can be made durable through it. */
+	if (j->rw_active)
+		return -EBUSY;
+	if (j->tail_dirty) {
+		if (ftruncate(j->fd, (off_t)j->off) < 0)
+			return -errno;
+		j->tail_dirty = 0;
+	}
+	if (j->blen == 0)
+		return 0;
+	if (j->off > SEG_HDR && j->off + j->blen > j->segment_bytes) {
+		int nfd;
+		rc = seg_create(j, j->next_seq, 1, &nfd);
+		if (rc < 0)
+			return rc;
+		close(j->fd);
+		j->fd = nfd;
+		j->seq = j->next_seq++;
+		j->off = SEG_HDR;
+		j->total += SEG_HDR;
+	}
+	rc = pwrite_all(j->fd, j->batch, j->blen, j->off);
+	if (rc == 0 && fdatasync(j->fd) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		/* A partial batch must not stay in front of the next one. */
+		if (ftruncate(j->fd, (off_t)j->off) < 0)
+			j->tail_dirty = 1;
+		return rc;
+	}
+	j->off += j->blen;
+	j->total += j->blen;
+	j->blen = 0;
+	return 0;
+}
+
+size_t journal_pending_bytes(const struct journal *j)
+{
+	return j != NULL ? j->blen : 0;
+}
+
+uint64_t journal_total_bytes(const struct journal *j)
+{
+	return j != NULL ? j->total : 0;
+}
+
+uint64_t journal_records_replayed(const struct journal *j)
+{
+	return j != NULL ? j->replayed : 0;
+}
+
+/* ---- compaction ------------------------------------------------------------------------- */
+
+void journal_rewrite_abort(struct journal *j)
+{
+	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 8];
+
+	if (j == NULL || !j->rw_active)
+		return;
+	seg_name(name, j->rw_seq);
+	snprintf(tmp, sizeof tmp, "%s.tmp", name);
+	close(j->rw_fd);
+	unlinkat(j->dirfd, tmp, 0);
+	j->rw_fd = -1;
+	j->rw_active = 0;
+	j->rw_err = 0;
+	j->blen = 0;
+}
+
+int journal_rewrite_begin(struct journal *j)
+{
+	int rc;
+
+	if (j == NULL)
+		return -EINVAL;
+	if (j->read_only)
+		return -EROFS;
+	if (j->rw_active)
+		return -EBUSY;
+	rc = journal_commit(j);
+	if (rc < 0)
+		return rc;
+	rc = seg_create(j, j->next_seq, 0, &j->rw_fd);
+	if (rc < 0)
+		return rc;
+	j->rw_seq = j->next_seq;
+	j->rw_off = SEG_HDR;
+	j->rw_err = 0;
+	j->rw_active = 1;
+	rc = batch_add(j, JOURNAL_SNAPSHOT_BEGIN, NULL, 0);
+	if (rc < 0)
+		journal_rewrite_abort(j);
+	return rc;
+}
+
+/* Delete every segment older than the current one. */
+static void delete_older(struct journal *j)
+{
+	uint64_t *all = NULL;
+	size_t n = 0, removed = 0;
+	char name[SEG_NAME_LEN + 1];
+
+	if (list_segments(j->dirfd, &all, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (all[i] >= j->seq)
+			break;
+		seg_name(name, all[i]);
+		if (unlinkat(j->dirfd, name, 0) == 0)
+			removed++;
+	}
+	free(all);
+	if (removed > 0)
+		fsync(j->dirfd);
+}
+
+int journal_rewrite_end(struct journal *j)
+{
+	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 8];
+	int rc;
+
+	if (j == NULL)
+		return -EINVAL;
+	if (!j->rw_active)
+		return -EINVAL;
+	rc = j->rw_err;
+	if (rc == 0)
+		rc = batch_add(j, JOURNAL_SNAPSHOT_END, NULL, 0);
+	if (rc == 0 && j->blen > 0)
+		rc = pwrite_all(j->rw_fd, j->batch, j->blen, j->rw_off);
+	if (rc == 0) {
+		j->rw_off += j->blen;
+		j->blen = 0;
+		if (fdatasync(j->rw_fd) < 0)
+			rc = -errno;
+	}
+	seg_name(name, j->rw_seq);
+	snprintf(tmp, sizeof tmp, "%s.tmp", name);
+	if (rc == 0 && renameat(j->dirfd, tmp, j->dirfd, name) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		journal_rewrite_abort(j);
+		return rc;
+	}
+
+	/* Renamed: from here on the snapshot is the newest segment, so new records must go
+	 * after it whatever happens next (older segments would be discarded at replay). */
+	close(j->fd);
+	j->fd = j->rw_fd;
+	j->seq = j->rw_seq;
+	j->off = j->rw_off;
+	j->next_seq = j->rw_seq + 1;
+	j->total = j->rw_off;
+	j->tail_dirty = 0;
+	j->rw_fd = -1;
+	j->rw_active = 0;
+	if (fsync(j->dirfd) < 0)
+		return -errno;   /* the rename may not be durable: keep the old segments */
+	delete_older(j);
+	return 0;
+}
+
+/* ---- open / close -------------------------------------------------------------------------- */
+
+void journal_close(struct journal *j)
+{
+	if (j == NULL)
+		return;
+	journal_rewrite_abort(j);
+	if (j->fd >= 0)
+		close(j->fd);
+	if (j->dirfd >= 0)
+		close(j->dirfd);
+	if (j->lockfd >= 0)
+		close(j->lockfd);
+	free(j->batch);
+	free(j->dir);
+	free(j);
+}
+
+int journal_open(const char *state_dir, const struct journal_opts *opts,
+		 journal_record_cb cb, journal_log_cb log, void *arg,
+		 struct journal **out, char *err, size_t errlen)
+{
+	struct journal *j = NULL;
+	struct plan p = {0};
+	struct scan sc;
+	int rc;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (out == NULL || state_dir == NULL)
+		return -EINVAL;
+	*out = NULL;
+	j = calloc(1, sizeof *j);
+	if (j == NULL)
+		return -ENOMEM;
+	j->dirfd = j->lockfd = j->fd = j->rw_fd = -1;
+	j->read_only = opts != NULL && opts->read_only;
+	j->segment_bytes = opts != NULL && opts->segment_bytes > 0 ? opts->segment_bytes
+								   : DEFAULT_SEGMENT_BYTES;
+	if (asprintf(&j->dir, "%s/journal", state_dir) < 0) {
+		j->dir = NULL;
+		rc = -ENOMEM;
+		goto fail;
+	}
+	if (!j->read_only) {
+		rc = mkdir_durable(state_dir);
+		if (rc == 0)
+			rc = mkdir_durable(j->dir);
+		if (rc < 0) {
+			set_err(err, errlen, "%s: cannot create: %s", j->dir, strerror(-rc));
+			goto fail;
+		}
+	}
+	j->dirfd = open(j->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (j->dirfd < 0) {
+		rc = -errno;
+		if (j->read_only && rc == -ENOENT) {
+			*out = j;   /* nothing was ever written: an empty journal */
+			return 0;
+		}
+		set_err(err, errlen, "%s: %s", j->dir, strerror(-rc));
+		goto fail;
+	}
+	if (!j->read_only) {
+		rc = lock_take(j->dirfd, state_dir, &j->lockfd, err, errlen);
+		if (rc < 0)
+			goto fail;
+		remove_temps(j->dirfd);
+	}
+
+	memset(&sc, 0, sizeof sc);
+	sc.dir = j->dir;
+	sc.dirfd = j->dirfd;
+	sc.writable = !j->read_only;
+	sc.mutate = !j->read_only;
+	sc.deliver = 1;
+	sc.cb = cb;
+	sc.log = log;
+	sc.arg = arg;
+	sc.err = err;
+	sc.errlen = errlen;
+	rc = scan_run(&sc, &p);
+	if (rc < 0)
+		goto fail;
+	j->replayed = sc.records;
+	j->total = sc.total;
+	j->next_seq = sc.max_seq + 1;
+
+	if (!j->read_only) {
+		delete_obsolete(&sc, &p);
+		if (p.n > 0) {
+			struct seg *s = &p.segs[p.n - 1];
+			j->fd = s->fd;
+			s->fd = -1;
+			j->seq = s->seq;
+			j->off = s->good;
+		} else {
+			rc = seg_create(j, j->next_seq, 1, &j->fd);
+			if (rc < 0) {
+				set_err(err, errlen, "%s: cannot create a segment: %s", j->dir,
+					strerror(-rc));
+				goto fail;
+			}
+			j->seq = j->next_seq++;
+			j->off = SEG_HDR;
+			j->total = SEG_HDR;
+		}
+		if (j->seq >= j->next_seq)
+			j->next_seq = j->seq + 1;
+	}
+	plan_free(&p);
+	*out = j;
+	return 0;
+
+fail:
+	plan_free(&p);
+	journal_close(j);
+	return rc;
+}
+
+/* ---- fsck ------------------------------------------------------------------------------------ */
+
+static void fsck_log(void *arg, const char *msg)
+{
+	struct { char *buf; size_t len; } *acc = arg;
+	size_t used = strlen(acc->buf);
+
+	if (acc->len == 0 || used + 3 >= acc->len)
+		return;
+	snprintf(acc->buf + used, acc->len - used, "%s%s", used ? "; " : "", msg);
+}
+
+int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], done[2 * MSG_MAX] = "";
+	struct { char *buf; size_t len; } acc = { done, sizeof done };
+	struct plan p = {0};
+	struct scan sc;
+	int dirfd = -1, lockfd = -1;
+	int rc;
+
+	if (err != NULL && errlen > 0)
+		err[0] = '\0';
+	if (records != NULL)
+		*records = 0;
+	if (state_dir == NULL)
+		return -EINVAL;
+	if ((size_t)snprintf(dir, sizeof dir, "%s/journal", state_dir) >= sizeof dir)
+		return -ENAMETOOLONG;
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		if (errno == ENOENT)
+			return 0;
+		rc = -errno;
+		set_err(err, errlen, "%s: %s", dir, strerror(-rc));
+		return rc;
+	}
+	/* Repairs must not race a running supervisor; a check alone takes no lock (a live
+	 * supervisor's batch in flight may then show as a torn tail). */
+	if (repair) {
+		rc = lock_take(dirfd, state_dir, &lockfd, err, errlen);
+		if (rc < 0)
+			goto out;
+	}
+
+	memset(&sc, 0, sizeof sc);
+	sc.dir = dir;
+	sc.dirfd = dirfd;
+	sc.writable = repair != 0;
+	sc.mutate = 0;                  /* first a dry run: repair nothing if anything else is wrong */
+	sc.report_repairable = 1;
+	sc.err = err;
+	sc.errlen = errlen;
+	rc = scan_run(&sc, &p);
+	plan_free(&p);
+	if (records != NULL)
+		*records = sc.records;
+	if (rc < 0)
+		goto out;
+	if (sc.finding[0] == '\0') {
+		rc = 0;
+		goto out;
+	}
+	if (!repair) {
+		set_err(err, errlen, "%s", sc.finding);
+		rc = -EBADMSG;
+		goto out;
+	}
+
+	memset(&sc, 0, sizeof sc);
+	sc.dir = dir;
+	sc.dirfd = dirfd;
+	sc.writable = 1;
+	sc.mutate = 1;
+	sc.log = fsck_log;
+	sc.arg = &acc;
+	sc.err = err;
+	sc.errlen = errlen;
+	rc = scan_run(&sc, &p);
+	plan_free(&p);
+	if (rc < 0)
+		goto out;
+	if (records != NULL)
+		*records = sc.records;
+	set_err(err, errlen, "%s", done);
+
+out:
+	if (lockfd >= 0)
+		close(lockfd);
+	close(dirfd);
+	return rc;
+}

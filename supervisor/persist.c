@@ -1,0 +1,835 @@
+/* supervisor/persist.c — see persist.h. */
+#include "persist.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blob.h"
+#include "frame.h"
+#include "journal.h"
+
+#define INLINE_CHECKPOINT  1024           /* larger checkpoints go to the blob store */
+#define PROGRESS_FLUSH_MS  2000           /* progress alone is written at most this often */
+#define COMPACT_MIN_BYTES  (8ull << 20)
+
+struct persist {
+	struct supervisor *sv;
+	struct journal *j;
+	int read_only;
+	char (*dirty)[33];                    /* ids with progress not yet journaled */
+	size_t ndirty, capdirty;
+	int64_t last_progress_flush;
+	struct loop_timer *progress_timer;
+	uint64_t snapshot_bytes;
+};
+
+/* ---- encoding ------------------------------------------------------------------------------ */
+
+struct rec {
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+};
+
+static void rec_begin(struct rec *r, size_t nkeys)
+{
+	msgpack_sbuffer_init(&r->sb);
+	msgpack_packer_init(&r->pk, &r->sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&r->pk, nkeys);
+}
+
+static void kv_str(struct rec *r, const char *k, const char *v)
+{
+	frame_pack_kv_str(&r->pk, k, v ? v : "");
+}
+
+static void kv_int(struct rec *r, const char *k, int64_t v)
+{
+	frame_pack_kv_int(&r->pk, k, v);
+}
+
+/* JSON values travel as JSON text (see persist.h). */
+static void kv_json(struct rec *r, const char *k, const cJSON *v)
+{
+	char *s = v ? cJSON_PrintUnformatted(v) : NULL;
+	frame_pack_kv_str(&r->pk, k, s ? s : "null");
+	free(s);
+}
+
+static void kv_bin(struct rec *r, const char *k, const void *p, size_t n)
+{
+	frame_pack_str(&r->pk, k);
+	msgpack_pack_bin(&r->pk, n);
+	msgpack_pack_bin_body(&r->pk, p, n);
+}
+
+static void kv_double(struct rec *r, const char *k, double v)
+{
+	frame_pack_kv_double(&r->pk, k, v);
+}
+
+static void rec_end(struct persist *p, struct rec *r, uint8_t type)
+{
+	int rc = journal_append(p->j, type, r->sb.data, r->sb.size);
+	if (rc < 0)
+		fplog(&p->sv->log, FPLOG_CRITICAL, NULL, "journal append failed: %s", strerror(-rc));
+	msgpack_sbuffer_destroy(&r->sb);
+}
+
+void persist_created(struct persist *p, const struct task *t)
+{
+	struct rec r;
+	rec_begin(&r, 4);
+	kv_str(&r, "id", t->id);
+	kv_str(&r, "tool", t->tool_name);
+	kv_json(&r, "args", t->args);
+	kv_int(&r, "at", t->created_ms);
+	rec_end(p, &r, REC_CREATE);
+}
+
+void persist_started(struct persist *p, const struct task *t)
+{
+	struct rec r;
+	rec_begin(&r, 3);
+	kv_str(&r, "id", t->id);
+	kv_int(&r, "attempt", t->attempt);
+	kv_int(&r, "at", t->started_ms);
+	rec_end(p, &r, REC_START);
+}
+
+static void write_progress(struct persist *p, const struct task *t)
+{
+	struct rec r;
+	rec_begin(&r, 4);
+	kv_str(&r, "id", t->id);
+	kv_str(&r, "msg", t->progress_msg);
+	kv_double(&r, "fraction", t->fraction);
+	kv_int(&r, "at", t->updated_ms);
+	rec_end(p, &r, REC_PROGRESS);
+}
+
+static void progress_timer_cb(struct loop *l, void *arg)
+{
+	struct persist *p = arg;
+	(void)l;
+	/* Nothing to do here: waking the loop makes the turn hook run persist_commit(). */
+	p->progress_timer = NULL;
+}
+
+void persist_progress(struct persist *p, struct task *t)
+{
+	if (t->progress_dirty)
+		return;
+	if (p->ndirty == p->capdirty) {
+		size_t n = p->capdirty ? p->capdirty * 2 : 64;
+		void *d = realloc(p->dirty, n * sizeof *p->dirty);
+		if (!d)
+			return;   /* progress is not a promise: dropping one update is harmless */
+		p->dirty = d;
+		p->capdirty = n;
+	}
+	memcpy(p->dirty[p->ndirty++], t->id, 33);
+	t->progress_dirty = 1;
+	if (!p->progress_timer)
+		p->progress_timer = loop_timer_in(p->sv->loop, PROGRESS_FLUSH_MS, progress_timer_cb, p);
+}
+
+int persist_checkpoint(struct persist *p, struct task *t)
+{
+	struct rec r;
+	t->checkpoint_blob[0] = 0;
+	if (t->checkpoint_len > INLINE_CHECKPOINT) {
+		int rc = blob_put(p->sv->state_dir, t->checkpoint, t->checkpoint_len, t->checkpoint_blob);
+		if (rc < 0)
+			return rc;
+	}
+	rec_begin(&r, 4);
+	kv_str(&r, "id", t->id);
+	kv_int(&r, "seq", t->checkpoint_seq);
+	if (t->checkpoint_blob[0])
+		kv_str(&r, "blob", t->checkpoint_blob);
+	else
+		kv_bin(&r, "data", t->checkpoint, t->checkpoint_len);
+	kv_int(&r, "at", t->updated_ms);
+	rec_end(p, &r, REC_CHECKPOINT);
+	return 0;
+}
+
+void persist_asked(struct persist *p, const struct task *t)
+{
+	struct rec r;
+	rec_begin(&r, 5);
+	kv_str(&r, "id", t->id);
+	kv_str(&r, "qid", t->question_id);
+	kv_str(&r, "prompt", t->question_prompt);
+	kv_json(&r, "choices", t->question_choices);
+	kv_int(&r, "at", t->updated_ms);
+	rec_end(p, &r, REC_ASK);
+}
+
+void persist_answered(struct persist *p, const struct task *t, const char *qid, const cJSON *response)
+{
+	struct rec r;
+	rec_begin(&r, 4);
+	kv_str(&r, "id", t->id);
+	kv_str(&r, "qid", qid);
+	kv_json(&r, "response", response);
+	kv_int(&r, "at", loop_wall_ms());
+	rec_end(p, &r, REC_ANSWER);
+}
+
+static int result_to_blob(struct persist *p, struct task *t, char **text)
+{
+	*text = NULL;
+	t->result_blob[0] = 0;
+	if (!t->result)
+		return 0;
+	*text = cJSON_PrintUnformatted(t->result);
+	if (!*text)
+		return -ENOMEM;
+	size_t n = strlen(*text);
+	if ((long)n > p->sv->cfg->server.result_inline_bytes) {
+		int rc = blob_put(p->sv->state_dir, *text, n, t->result_blob);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int persist_finished(struct persist *p, struct task *t)
+{
+	char *text = NULL;
+	int rc = result_to_blob(p, t, &text);
+	if (rc < 0) {
+		free(text);
+		return rc;
+	}
+	struct rec r;
+	rec_begin(&r, 7);
+	kv_str(&r, "id", t->id);
+	kv_str(&r, "status", task_status_name(t->status));
+	if (t->result_blob[0])
+		kv_str(&r, "resultBlob", t->result_blob);
+	else
+		kv_str(&r, "result", text ? text : "null");
+	kv_int(&r, "mcp", t->result_is_mcp);
+	kv_json(&r, "error", t->error);
+	kv_int(&r, "at", t->finished_ms);
+	kv_int(&r, "expires", t->expires_ms);
+	rec_end(p, &r, REC_FINISH);
+	free(text);
+	return 0;
+}
+
+void persist_retry(struct persist *p, const struct task *t)
+{
+	struct rec r;
+	rec_begin(&r, 5);
+	kv_str(&r, "id", t->id);
+	kv_int(&r, "retries", t->retries_used);
+	kv_int(&r, "notBefore", t->not_before);
+	kv_str(&r, "msg", t->progress_msg);
+	kv_int(&r, "at", t->updated_ms);
+	rec_end(p, &r, REC_RETRY);
+}
+
+void persist_expired(struct persist *p, const char *id, int64_t until)
+{
+	struct rec r;
+	rec_begin(&r, 2);
+	kv_str(&r, "id", id);
+	kv_int(&r, "until", until);
+	rec_end(p, &r, REC_EXPIRE);
+}
+
+/* A whole task, for snapshots. */
+static int snap_task(struct persist *p, struct task *t)
+{
+	char *text = NULL;
+	int rc = 0;
+	if (TASK_TERMINAL(t->status) && (rc = result_to_blob(p, t, &text)) < 0) {
+		free(text);
+		return rc;
+	}
+	size_t n = 0;
+	for (struct task_answer *a = t->answers; a; a = a->next)
+		n++;
+	struct rec r;
+	rec_begin(&r, 22);
+	kv_str(&r, "id", t->id);
+	kv_str(&r, "tool", t->tool_name);
+	kv_json(&r, "args", t->args);
+	kv_str(&r, "status", task_status_name(t->status));
+	kv_int(&r, "attempt", t->attempt);
+	kv_int(&r, "retries", t->retries_used);
+	kv_int(&r, "running", t->job != NULL || t->was_running);
+	kv_int(&r, "notBefore", t->not_before);
+	kv_int(&r, "created", t->created_ms);
+	kv_int(&r, "updated", t->updated_ms);
+	kv_int(&r, "started", t->started_ms);
+	kv_int(&r, "finished", t->finished_ms);
+	kv_int(&r, "expires", t->expires_ms);
+	kv_str(&r, "msg", t->progress_msg);
+	kv_double(&r, "fraction", t->fraction);
+	frame_pack_str(&r.pk, "question");
+	if (t->question_id) {
+		msgpack_pack_map(&r.pk, 3);
+		kv_str(&r, "qid", t->question_id);
+		kv_str(&r, "prompt", t->question_prompt);
+		kv_json(&r, "choices", t->question_choices);
+	} else {
+		msgpack_pack_nil(&r.pk);
+	}
+	frame_pack_str(&r.pk, "answers");
+	msgpack_pack_array(&r.pk, n);
+	for (struct task_answer *a = t->answers; a; a = a->next) {
+		msgpack_pack_map(&r.pk, 2);
+		kv_str(&r, "qid", a->question_id);
+		kv_json(&r, "response", a->response);
+	}
+	frame_pack_str(&r.pk, "checkpoint");
+	if (!t->checkpoint) {
+		msgpack_pack_nil(&r.pk);
+	} else if (t->checkpoint_blob[0]) {
+		frame_pack_str(&r.pk, t->checkpoint_blob);
+	} else {
+		msgpack_pack_bin(&r.pk, t->checkpoint_len);
+		msgpack_pack_bin_body(&r.pk, t->checkpoint, t->checkpoint_len);
+	}
+	kv_int(&r, "seq", t->checkpoint_seq);
+	if (t->result_blob[0])
+		kv_str(&r, "resultBlob", t->result_blob);
+	else
+		kv_str(&r, "result", text ? text : "null");
+	kv_int(&r, "mcp", t->result_is_mcp);
+	kv_json(&r, "error", t->error);
+	rec_end(p, &r, REC_SNAP_TASK);
+	free(text);
+	return 0;
+}
+
+/* ---- commit and compaction -------------------------------------------------------------------- */
+
+int persist_commit(struct persist *p)
+{
+	if (p->read_only)
+		return 0;
+	int64_t now = loop_now();
+	if (p->ndirty && (journal_pending_bytes(p->j) > 0 || now - p->last_progress_flush >= PROGRESS_FLUSH_MS)) {
+		for (size_t i = 0; i < p->ndirty; i++) {
+			struct task *t = tasks_find(p->sv->tasks, p->dirty[i]);
+			if (t && t->progress_dirty) {
+				t->progress_dirty = 0;
+				if (!TASK_TERMINAL(t->status))
+					write_progress(p, t);
+			}
+		}
+		p->ndirty = 0;
+		p->last_progress_flush = now;
+	}
+	if (journal_pending_bytes(p->j) == 0)
+		return 0;
+	return journal_commit(p->j);
+}
+
+size_t persist_pending(const struct persist *p)
+{
+	return p->read_only ? 0 : journal_pending_bytes(p->j);
+}
+
+uint64_t persist_records_replayed(const struct persist *p)
+{
+	return journal_records_replayed(p->j);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+struct snapctx {
+	struct persist *p;
+};
+
+static void snap_tomb(void *arg, const char *id, int64_t until)
+{
+	struct snapctx *c = arg;
+	struct rec r;
+	rec_begin(&r, 2);
+	kv_str(&r, "id", id);
+	kv_int(&r, "until", until);
+	rec_end(c->p, &r, REC_SNAP_TOMB);
+}
+
+int persist_compact(struct persist *p)
+{
+	int rc = persist_commit(p);
+	if (rc < 0)
+		return rc;
+	rc = journal_rewrite_begin(p->j);
+	if (rc < 0)
+		return rc;
+	/* Oldest first, so a replay rebuilds the list in the same order cheaply. */
+	struct task *last = tasks_newest(p->sv->tasks);
+	while (last && last->next)
+		last = last->next;
+	size_t nblobs = 0, cap = 0;
+	const char **keep = NULL;
+	for (struct task *t = last; t; t = t->prev) {
+		if ((rc = snap_task(p, t)) < 0)
+			break;
+		if (nblobs + 2 > cap) {
+			cap = cap ? cap * 2 : 256;
+			const char **k = realloc(keep, cap * sizeof *k);
+			if (!k) {
+				rc = -ENOMEM;
+				break;
+			}
+			keep = k;
+		}
+		if (t->checkpoint_blob[0])
+			keep[nblobs++] = t->checkpoint_blob;
+		if (t->result_blob[0])
+			keep[nblobs++] = t->result_blob;
+	}
+	struct snapctx c = { p };
+	if (rc == 0)
+		tasks_tombstone_each(p->sv->tasks, snap_tomb, &c);
+	if (rc == 0)
+		rc = journal_rewrite_end(p->j);
+	if (rc == 0) {
+		size_t removed = 0;
+		qsort(keep, nblobs, sizeof *keep, cmp_str);
+		blob_gc(p->sv->state_dir, keep, nblobs, &removed);
+		p->snapshot_bytes = journal_total_bytes(p->j);
+		fplog(&p->sv->log, FPLOG_INFO, NULL, "journal compacted: %zu tasks, %llu bytes, %zu blobs collected",
+		      tasks_count(p->sv->tasks), (unsigned long long)p->snapshot_bytes, removed);
+	} else {
+		fplog(&p->sv->log, FPLOG_ERROR, NULL, "journal compaction failed: %s", strerror(-rc));
+	}
+	free(keep);
+	return rc;
+}
+
+int persist_maybe_compact(struct persist *p)
+{
+	if (p->read_only)
+		return 0;
+	uint64_t total = journal_total_bytes(p->j);
+	if (total < COMPACT_MIN_BYTES + 2 * p->snapshot_bytes)
+		return 0;
+	return persist_compact(p);
+}
+
+/* ---- replay --------------------------------------------------------------------------------- */
+
+struct replay {
+	struct persist *p;
+	char *err;
+	size_t errlen;
+	persist_tap tap;
+	void *tap_arg;
+};
+
+const char *persist_type_name(int type)
+{
+	switch (type) {
+	case REC_CREATE: return "created";
+	case REC_START: return "started";
+	case REC_PROGRESS: return "progress";
+	case REC_CHECKPOINT: return "checkpoint";
+	case REC_ASK: return "asked";
+	case REC_ANSWER: return "answered";
+	case REC_FINISH: return "finished";
+	case REC_RETRY: return "retry";
+	case REC_EXPIRE: return "expired";
+	case REC_SNAP_TASK: return "snapshot";
+	case REC_SNAP_TOMB: return "tombstone";
+	default: return "unknown";
+	}
+}
+
+static char *get_strdup(const msgpack_object *m, const char *k)
+{
+	const char *s;
+	size_t n;
+	if (frame_get_str(m, k, &s, &n) < 0 || memchr(s, 0, n))
+		return NULL;
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
+/* A JSON-text field parsed back; NULL for "null" or absent. */
+static cJSON *get_json(const msgpack_object *m, const char *k, int *bad)
+{
+	const char *s;
+	size_t n;
+	if (frame_get_str(m, k, &s, &n) < 0)
+		return NULL;
+	cJSON *v = cJSON_ParseWithLength(s, n);
+	if (!v) {
+		*bad = 1;
+		return NULL;
+	}
+	if (cJSON_IsNull(v)) {
+		cJSON_Delete(v);
+		return NULL;
+	}
+	return v;
+}
+
+static int64_t get_i(const msgpack_object *m, const char *k)
+{
+	int64_t v = 0;
+	frame_get_int(m, k, &v);
+	return v;
+}
+
+static int load_checkpoint(struct persist *p, struct task *t, const msgpack_object *m, const char *binkey,
+                           const char *blobkey)
+{
+	const void *data;
+	size_t len;
+	free(t->checkpoint);
+	t->checkpoint = NULL;
+	t->checkpoint_len = 0;
+	t->checkpoint_blob[0] = 0;
+	const msgpack_object *o = frame_get(m, binkey);
+	if (o && o->type == MSGPACK_OBJECT_BIN && frame_get_bin(m, binkey, &data, &len) == 0) {
+		t->checkpoint = malloc(len ? len : 1);
+		if (!t->checkpoint)
+			return -ENOMEM;
+		memcpy(t->checkpoint, data, len);
+		t->checkpoint_len = len;
+		return 0;
+	}
+	char *hex = NULL;
+	if (blobkey)
+		hex = get_strdup(m, blobkey);
+	else if (o && o->type == MSGPACK_OBJECT_STR)
+		hex = get_strdup(m, binkey);
+	if (!hex)
+		return 0;
+	snprintf(t->checkpoint_blob, sizeof t->checkpoint_blob, "%s", hex);
+	free(hex);
+	if (p->read_only)
+		return 0;   /* ls/show need to know a checkpoint exists, not its bytes */
+	void *d;
+	int rc = blob_get(p->sv->state_dir, t->checkpoint_blob, &d, &len);
+	if (rc < 0)
+		return rc;
+	t->checkpoint = d;
+	t->checkpoint_len = len;
+	return 0;
+}
+
+static int load_result(struct persist *p, struct task *t, const msgpack_object *m, int *bad)
+{
+	char *hex = get_strdup(m, "resultBlob");
+	cJSON_Delete(t->result);
+	t->result = NULL;
+	if (hex) {
+		snprintf(t->result_blob, sizeof t->result_blob, "%s", hex);
+		free(hex);
+		void *d;
+		size_t len;
+		int rc = blob_get(p->sv->state_dir, t->result_blob, &d, &len);
+		if (rc < 0)
+			return rc;
+		t->result = cJSON_ParseWithLength(d, len);
+		free(d);
+		if (!t->result)
+			*bad = 1;
+	} else {
+		t->result = get_json(m, "result", bad);
+	}
+	t->result_is_mcp = get_i(m, "mcp") != 0;
+	return 0;
+}
+
+static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
+{
+	struct persist *p = rp->p;
+	struct tasks *ts = p->sv->tasks;
+	char id[33];
+	const char *s;
+	size_t n;
+	int bad = 0, rc = 0;
+	if (frame_get_str(m, "id", &s, &n) < 0 || n != 32) {
+		snprintf(rp->err, rp->errlen, "record of type %u has no valid task id", type);
+		return -1;
+	}
+	memcpy(id, s, 32);
+	id[32] = 0;
+	struct task *t = tasks_find(ts, id);
+
+	if (type == REC_SNAP_TOMB || type == REC_EXPIRE) {
+		if (t)
+			tasks_remove(ts, t);
+		tasks_tombstone_add(ts, id, get_i(m, "until"));
+		return 0;
+	}
+	if (type == REC_CREATE || type == REC_SNAP_TASK) {
+		if (t) {
+			snprintf(rp->err, rp->errlen, "task %s created twice", id);
+			return -1;
+		}
+		t = task_alloc(id);
+		if (!t)
+			return -1;
+		t->tool_name = get_strdup(m, "tool");
+		t->args = get_json(m, "args", &bad);
+		if (!t->tool_name || !t->args) {
+			task_free(t);
+			snprintf(rp->err, rp->errlen, "task %s: record without tool or arguments", id);
+			return -1;
+		}
+		t->created_ms = t->updated_ms = get_i(m, type == REC_CREATE ? "at" : "created");
+		if (tasks_insert(ts, t) < 0) {
+			task_free(t);
+			return -1;
+		}
+		if (type == REC_CREATE)
+			return 0;
+		/* A full snapshot of the task. */
+		int st = -1;
+		char *sts = get_strdup(m, "status");
+		st = task_status_parse(sts);
+		free(sts);
+		if (st < 0) {
+			snprintf(rp->err, rp->errlen, "task %s: unknown status", id);
+			return -1;
+		}
+		t->status = (enum task_status)st;
+		t->attempt = (int)get_i(m, "attempt");
+		t->retries_used = (int)get_i(m, "retries");
+		t->was_running = get_i(m, "running") != 0;
+		t->not_before = get_i(m, "notBefore");
+		t->updated_ms = get_i(m, "updated");
+		t->started_ms = get_i(m, "started");
+		t->finished_ms = get_i(m, "finished");
+		t->expires_ms = get_i(m, "expires");
+		t->progress_msg = get_strdup(m, "msg");
+		if (t->progress_msg && !t->progress_msg[0]) {
+			free(t->progress_msg);
+			t->progress_msg = NULL;
+		}
+		frame_get_double(m, "fraction", &t->fraction);
+		const msgpack_object *q = frame_get(m, "question");
+		if (q && q->type == MSGPACK_OBJECT_MAP) {
+			t->question_id = get_strdup(q, "qid");
+			t->question_prompt = get_strdup(q, "prompt");
+			t->question_choices = get_json(q, "choices", &bad);
+		}
+		const msgpack_object *ans = frame_get(m, "answers");
+		if (ans && ans->type == MSGPACK_OBJECT_ARRAY) {
+			for (uint32_t i = ans->via.array.size; i-- > 0;) {
+				const msgpack_object *a = &ans->via.array.ptr[i];
+				struct task_answer *ta = calloc(1, sizeof *ta);
+				if (!ta)
+					return -1;
+				ta->question_id = get_strdup(a, "qid");
+				ta->response = get_json(a, "response", &bad);
+				if (!ta->response)
+					ta->response = cJSON_CreateNull();
+				ta->next = t->answers;
+				t->answers = ta;
+			}
+		}
+		if ((rc = load_checkpoint(p, t, m, "checkpoint", NULL)) < 0)
+			goto blob_fail;
+		t->checkpoint_seq = get_i(m, "seq");
+		if (TASK_TERMINAL(t->status)) {
+			if ((rc = load_result(p, t, m, &bad)) < 0)
+				goto blob_fail;
+			t->error = get_json(m, "error", &bad);
+		}
+		goto done;
+	}
+	if (!t) {
+		snprintf(rp->err, rp->errlen, "record of type %u for unknown task %s", type, id);
+		return -1;
+	}
+	switch (type) {
+	case REC_START:
+		t->attempt = (int)get_i(m, "attempt");
+		t->started_ms = t->updated_ms = get_i(m, "at");
+		t->was_running = 1;
+		t->not_before = 0;
+		break;
+	case REC_PROGRESS:
+		free(t->progress_msg);
+		t->progress_msg = get_strdup(m, "msg");
+		if (t->progress_msg && !t->progress_msg[0]) {
+			free(t->progress_msg);
+			t->progress_msg = NULL;
+		}
+		frame_get_double(m, "fraction", &t->fraction);
+		t->updated_ms = get_i(m, "at");
+		break;
+	case REC_CHECKPOINT:
+		if ((rc = load_checkpoint(p, t, m, "data", frame_get(m, "blob") ? "blob" : NULL)) < 0)
+			goto blob_fail;
+		t->checkpoint_seq = get_i(m, "seq");
+		t->updated_ms = get_i(m, "at");
+		break;
+	case REC_ASK:
+		free(t->question_id);
+		free(t->question_prompt);
+		cJSON_Delete(t->question_choices);
+		t->question_id = get_strdup(m, "qid");
+		t->question_prompt = get_strdup(m, "prompt");
+		t->question_choices = get_json(m, "choices", &bad);
+		t->status = TASK_INPUT_REQUIRED;
+		t->updated_ms = get_i(m, "at");
+		break;
+	case REC_ANSWER: {
+		struct task_answer *a = calloc(1, sizeof *a);
+		if (!a)
+			return -1;
+		a->question_id = get_strdup(m, "qid");
+		a->response = get_json(m, "response", &bad);
+		if (!a->response)
+			a->response = cJSON_CreateNull();
+		a->next = t->answers;
+		t->answers = a;
+		free(t->question_id);
+		free(t->question_prompt);
+		cJSON_Delete(t->question_choices);
+		t->question_id = t->question_prompt = NULL;
+		t->question_choices = NULL;
+		if (t->status == TASK_INPUT_REQUIRED)
+			t->status = TASK_WORKING;
+		t->updated_ms = get_i(m, "at");
+		break;
+	}
+	case REC_FINISH: {
+		char *sts = get_strdup(m, "status");
+		int st = task_status_parse(sts);
+		free(sts);
+		if (st < TASK_COMPLETED) {
+			snprintf(rp->err, rp->errlen, "task %s: finish record with a non-terminal status", id);
+			return -1;
+		}
+		t->status = (enum task_status)st;
+		if ((rc = load_result(p, t, m, &bad)) < 0)
+			goto blob_fail;
+		cJSON_Delete(t->error);
+		t->error = get_json(m, "error", &bad);
+		t->finished_ms = t->updated_ms = get_i(m, "at");
+		t->expires_ms = get_i(m, "expires");
+		t->was_running = 0;
+		free(t->question_id);
+		free(t->question_prompt);
+		cJSON_Delete(t->question_choices);
+		t->question_id = t->question_prompt = NULL;
+		t->question_choices = NULL;
+		break;
+	}
+	case REC_RETRY:
+		t->retries_used = (int)get_i(m, "retries");
+		t->not_before = get_i(m, "notBefore");
+		free(t->progress_msg);
+		t->progress_msg = get_strdup(m, "msg");
+		t->updated_ms = get_i(m, "at");
+		t->was_running = 0;
+		break;
+	default:
+		snprintf(rp->err, rp->errlen, "unknown record type %u (written by a newer forkpoint?)", type);
+		return -1;
+	}
+done:
+	if (bad) {
+		snprintf(rp->err, rp->errlen, "task %s: a JSON value in a record of type %u does not parse", id, type);
+		return -1;
+	}
+	return 0;
+blob_fail:
+	/* The record is intact but the blob it names is gone or damaged: the task cannot resume.
+	 * Say so on the task rather than refusing to serve every other task. */
+	fplog(&p->sv->log, FPLOG_ERROR, id, "blob for this task is missing or damaged: %s", strerror(-rc));
+	if (!TASK_TERMINAL(t->status)) {
+		t->status = TASK_FAILED;
+		t->error = task_envelope("task_lost", "The task's stored checkpoint or result is missing or damaged.",
+		                         0, "Call the tool again; `forkpoint fsck` reports what is damaged.");
+		t->finished_ms = t->updated_ms;
+		t->expires_ms = t->finished_ms + 86400000;
+	}
+	return 0;
+}
+
+static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, char *err, size_t errlen)
+{
+	struct replay *rp = arg;
+	if (type == JOURNAL_SNAPSHOT_BEGIN || type == JOURNAL_SNAPSHOT_END)
+		return 0;
+	struct frame f;
+	if (frame_decode(payload, len, &f) < 0) {
+		snprintf(err, errlen, "record of type %u is not a msgpack map", type);
+		return -1;
+	}
+	rp->err = err;
+	rp->errlen = errlen;
+	if (rp->tap) {
+		const char *id;
+		size_t n;
+		char idbuf[33] = "";
+		if (frame_get_str(&f.root, "id", &id, &n) == 0 && n == 32) {
+			memcpy(idbuf, id, 32);
+			rp->tap(rp->tap_arg, type, idbuf, &f.root);
+		}
+	}
+	int rc = apply(rp, type, &f.root);
+	frame_release(&f);
+	return rc;
+}
+
+static void journal_log(void *arg, const char *msg)
+{
+	struct persist *p = arg;
+	fplog(&p->sv->log, FPLOG_WARNING, NULL, "journal: %s", msg);
+}
+
+int persist_open(struct supervisor *sv, int read_only, struct persist **out, char *err, size_t errlen)
+{
+	return persist_open_tap(sv, read_only, NULL, NULL, out, err, errlen);
+}
+
+int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void *tap_arg,
+                     struct persist **out, char *err, size_t errlen)
+{
+	struct persist *p = calloc(1, sizeof *p);
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	p->sv = sv;
+	p->read_only = read_only;
+	struct journal_opts o = { .read_only = read_only };
+	struct replay rp = { .p = p, .tap = tap, .tap_arg = tap_arg };
+	int rc = journal_open(sv->state_dir, &o, replay_cb, journal_log, &rp, &p->j, err, errlen);
+	if (rc < 0) {
+		free(p);
+		return rc;
+	}
+	p->snapshot_bytes = journal_total_bytes(p->j);
+	p->last_progress_flush = loop_now();
+	*out = p;
+	return 0;
+}
+
+void persist_close(struct persist *p)
+{
+	if (!p)
+		return;
+	if (p->progress_timer)
+		loop_timer_cancel(p->sv->loop, p->progress_timer);
+	journal_close(p->j);
+	free(p->dirty);
+	free(p);
+}

@@ -1,0 +1,62 @@
+/* supervisor/persist.h — what forkpoint writes to the journal about tasks, and how a journal is
+ * replayed back into the task table.  state/journal.c stores opaque records; this module gives
+ * them meaning.  Each record is one msgpack map; JSON values (arguments, results, answers) are
+ * carried as JSON text so their depth never meets the frame nesting limit.
+ *
+ * The promises (task accepted, answer recorded, checkpoint stored, cancel requested, terminal
+ * state) are appended by the calls below in the same loop turn as the change, and the turn's
+ * responses and job frames are held back until persist_commit() has made them durable.
+ * Progress is not a promise: it is coalesced per task and written with the next batch. */
+#ifndef FP_PERSIST_H
+#define FP_PERSIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "supervisor.h"
+#include "tasks.h"
+#include "frame.h"
+
+/* Record types (the journal's type byte). */
+enum {
+	REC_CREATE = 1, REC_START = 2, REC_PROGRESS = 3, REC_CHECKPOINT = 4, REC_ASK = 5,
+	REC_ANSWER = 6, REC_FINISH = 7, REC_RETRY = 8, REC_EXPIRE = 9,
+	REC_SNAP_TASK = 32, REC_SNAP_TOMB = 33,
+};
+
+struct persist;
+
+/* Open the journal in sv->state_dir and replay it into sv->tasks (which must exist, empty).
+ * read_only: for ls/show/logs — no lock, nothing written.  0, or -errno with a message. */
+int persist_open(struct supervisor *sv, int read_only, struct persist **out, char *err, size_t errlen);
+/* The same, calling tap for every task record before it is applied (forkpoint show's timeline). */
+typedef void (*persist_tap)(void *arg, int type, const char *task_id, const msgpack_object *rec);
+int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void *tap_arg,
+                     struct persist **out, char *err, size_t errlen);
+/* Name of a record type, for humans. */
+const char *persist_type_name(int type);
+void persist_close(struct persist *p);
+uint64_t persist_records_replayed(const struct persist *p);
+
+void persist_created(struct persist *p, const struct task *t);
+void persist_started(struct persist *p, const struct task *t);
+void persist_progress(struct persist *p, struct task *t);   /* marks dirty; coalesced */
+/* Store checkpoint bytes (large ones as a blob, durably) and record it.  0 or -errno. */
+int persist_checkpoint(struct persist *p, struct task *t);
+void persist_asked(struct persist *p, const struct task *t);
+void persist_answered(struct persist *p, const struct task *t, const char *qid, const cJSON *response);
+/* Terminal state; a large result goes to a blob.  0 or -errno. */
+int persist_finished(struct persist *p, struct task *t);
+void persist_retry(struct persist *p, const struct task *t);
+void persist_expired(struct persist *p, const char *id, int64_t until);
+
+/* Make everything appended durable (one write + one fdatasync).  0, or -errno (the batch stays
+ * and is retried on the next call; nothing that depends on it may be released). */
+int persist_commit(struct persist *p);
+/* Bytes waiting for commit (0: nothing to hold back). */
+size_t persist_pending(const struct persist *p);
+/* Compact if the journal has grown past its threshold: snapshot of the live state, old
+ * segments removed, unreferenced blobs collected. */
+int persist_maybe_compact(struct persist *p);
+int persist_compact(struct persist *p);
+
+#endif
