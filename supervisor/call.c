@@ -18,9 +18,11 @@
 
 static const char usage_call[] =
 	"usage: forkpoint call TOOL ['JSON'] --config FILE [--state DIR]\n"
+	"       forkpoint call --task ID --config FILE [--state DIR]\n"
 	"\n"
 	"Runs TOOL with the JSON arguments through a real MCP session with forkpoint mcp,\n"
 	"showing progress, asking the job's questions here, and printing the result as JSON.\n"
+	"--task ID follows a task that already exists (e.g. one interrupted by a crash).\n"
 	"Ctrl-C cancels the task.  Exit status: 0 completed, 1 failed or cancelled.\n";
 
 struct client {
@@ -274,7 +276,9 @@ static char *ask_user(struct client *c, const cJSON *req)
 	return answer;
 }
 
-static int drive(struct client *c, const char *tool, cJSON *args)
+static int poll_task(struct client *c, const char *id);
+
+static int drive(struct client *c, const char *tool, cJSON *args, const char *existing)
 {
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "protocolVersion", "2025-11-25");
@@ -292,6 +296,12 @@ static int drive(struct client *c, const char *tool, cJSON *args)
 	cJSON_Delete(init);
 	notify(c, "notifications/initialized");
 
+	char id[64];
+	if (existing) {
+		cJSON_Delete(args);
+		snprintf(id, sizeof id, "%s", existing);
+		return poll_task(c, id);
+	}
 	cJSON *resp = call_tool(c, tool, args);
 	if (!resp) {
 		fprintf(stderr, "forkpoint: no answer from the server\n");
@@ -315,11 +325,14 @@ static int drive(struct client *c, const char *tool, cJSON *args)
 		cJSON_Delete(resp);
 		return bad ? 1 : 0;
 	}
-	char id[64];
 	snprintf(id, sizeof id, "%s", task->valuestring);
 	cJSON_Delete(resp);
-	if (!c->tty)
-		fprintf(stderr, "task %s started\n", id);
+	fprintf(stderr, "task %s started\n", id);
+	return poll_task(c, id);
+}
+
+static int poll_task(struct client *c, const char *id)
+{
 	int rc = 1;
 	for (;;) {
 		if (interrupted) {
@@ -331,6 +344,13 @@ static int drive(struct client *c, const char *tool, cJSON *args)
 		cJSON *g = facade(c, "durable_task_get", id, NULL);
 		const cJSON *v = structured(g);
 		const char *st = cJSON_GetStringValue(cJSON_GetObjectItem(v, "status"));
+		const cJSON *e = cJSON_GetObjectItem(v, "error");
+		if (st && strcmp(st, "failed") == 0 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "result"), "isError"))) {
+			clear_bar(c);
+			fprintf(stderr, "forkpoint: %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")));
+			cJSON_Delete(g);
+			return 1;
+		}
 		if (!st) {
 			fprintf(stderr, "forkpoint: lost contact with the server\n");
 			cJSON_Delete(g);
@@ -382,6 +402,7 @@ static int drive(struct client *c, const char *tool, cJSON *args)
 int call_main(int argc, char **argv)
 {
 	const char *tool = NULL, *json = NULL, *config = getenv("FORKPOINT_CONFIG"), *state = NULL;
+	const char *existing = NULL;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(usage_call, stdout);
@@ -390,6 +411,8 @@ int call_main(int argc, char **argv)
 			config = argv[++i];
 		} else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc) {
 			state = argv[++i];
+		} else if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) {
+			existing = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
 			fprintf(stderr, "forkpoint: call: unknown option '%s'\n\n%s", argv[i], usage_call);
 			return 2;
@@ -402,9 +425,9 @@ int call_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!tool || !config || !*config) {
-		fprintf(stderr, "forkpoint: call: %s\n\n%s", !tool ? "TOOL is required" : "--config FILE is required",
-		        usage_call);
+	if ((!tool && !existing) || (tool && existing) || !config || !*config) {
+		fprintf(stderr, "forkpoint: call: %s\n\n%s",
+		        !config || !*config ? "--config FILE is required" : "give either TOOL or --task ID", usage_call);
 		return 2;
 	}
 	cJSON *args = cJSON_Parse(json ? json : "{}");
@@ -426,7 +449,7 @@ int call_main(int argc, char **argv)
 		cJSON_Delete(args);
 		return 1;
 	}
-	int rc = drive(&c, tool, args);
+	int rc = drive(&c, tool, args, existing);
 	close(c.to);   /* EOF: the server stops its jobs and exits */
 	int st;
 	while (waitpid(c.pid, &st, 0) < 0 && errno == EINTR)
