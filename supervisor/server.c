@@ -12,6 +12,7 @@
 #include "schema.h"
 #include "session.h"
 #include "tasks.h"
+#include "transfer.h"
 
 #define MAX_LINE        (64u << 20)   /* a chunk upload of 256 KiB is ~350 KiB; leave room */
 #define TOOLS_PAGE      100
@@ -26,11 +27,17 @@ struct msess {
 	int initialized;       /* 0: no initialize yet; 1: answered; 2: notifications/initialized seen */
 	char version[16];
 	int log_level;         /* -1: client did not ask for log messages */
+	int elicitation;       /* the client declared the elicitation capability */
+	int tasks_era;         /* negotiated 2025-11-25: native tasks on this session */
 	struct msess *next;
 };
 
-/* A tools/call whose answer waits for its task (sync and auto modes). */
+/* A request whose answer waits for its task: a tools/call in sync or auto mode, or a
+ * tasks/result (which waits for the terminal state and answers with the original result). */
+enum pend_kind { PEND_CALL, PEND_RESULT };
+
 struct pending {
+	enum pend_kind kind;
 	struct msess *ms;
 	cJSON *id;
 	struct task *t;
@@ -41,12 +48,40 @@ struct pending {
 	struct pending *next;
 };
 
+/* A task created through MCP's native task API (2025-11-25): its creator gets progress
+ * notifications (when the call carried a progressToken) until it is terminal, and its questions
+ * as elicitation requests when the client can answer them. */
+struct watch {
+	struct msess *ms;
+	char id[33];
+	cJSON *token;
+	double last_progress;
+	int64_t last_sent;
+	char elicited[208];    /* question id already sent as an elicitation */
+	struct watch *next;
+};
+
+/* An elicitation/create we sent and whose answer we wait for. */
+struct outreq {
+	long id;
+	struct msess *ms;
+	char task[33];
+	char qid[208];
+	struct outreq *next;
+};
+
 struct server {
 	struct supervisor *sv;
 	cJSON *tools;          /* every tool definition, configured tools first */
 	struct msess *sessions;
 	struct pending *pending;
+	struct watch *watches;
+	struct outreq *outreqs;
+	long next_out_id;
 };
+
+#define RELATED_TASK "io.modelcontextprotocol/related-task"
+
 
 /* ---- sending ------------------------------------------------------------------------ */
 
@@ -130,17 +165,180 @@ static void send_progress(struct pending *p, int force)
 
 static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
 {
+	if (p->kind == PEND_RESULT && result) {
+		/* tasks/result answers with the original result, tagged with the task it belongs to. */
+		cJSON *meta = cJSON_GetObjectItem(result, "_meta");
+		if (!meta)
+			meta = cJSON_AddObjectToObject(result, "_meta");
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(meta, RELATED_TASK), "taskId", p->t->id);
+	}
 	reply(p->ms, p->id, result);
 	pending_unlink(srv, p);
+}
+
+/* ---- native tasks (2025-11-25) -------------------------------------------------------------- */
+
+static const char *status_message(const struct task *t)
+{
+	if (t->status == TASK_INPUT_REQUIRED && t->question_prompt)
+		return t->question_prompt;
+	if ((t->status == TASK_FAILED || t->status == TASK_CANCELLED) && t->error)
+		return cJSON_GetStringValue(cJSON_GetObjectItem(t->error, "message"));
+	return t->progress_msg;
+}
+
+/* The Task object of MCP's task API for a durable task (any task, however it was created). */
+static cJSON *native_task(const struct task *t)
+{
+	char ts[64];
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "taskId", t->id);
+	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
+	const char *sm = status_message(t);
+	if (sm)
+		cJSON_AddStringToObject(o, "statusMessage", sm);
+	facade_iso_time(t->created_ms, ts);
+	cJSON_AddStringToObject(o, "createdAt", ts);
+	facade_iso_time(t->updated_ms, ts);
+	cJSON_AddStringToObject(o, "lastUpdatedAt", ts);
+	cJSON_AddNumberToObject(o, "ttl", (t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
+	cJSON_AddNumberToObject(o, "pollInterval", 1000);
+	return o;
+}
+
+static struct watch *find_watch(struct server *srv, const char *id)
+{
+	for (struct watch *w = srv->watches; w; w = w->next)
+		if (strcmp(w->id, id) == 0)
+			return w;
+	return NULL;
+}
+
+static void watch_unlink(struct server *srv, struct watch *w)
+{
+	for (struct watch **pp = &srv->watches; *pp; pp = &(*pp)->next)
+		if (*pp == w) {
+			*pp = w->next;
+			break;
+		}
+	cJSON_Delete(w->token);
+	free(w);
+}
+
+static void watch_progress(struct watch *w, const struct task *t)
+{
+	int64_t now = loop_now();
+	if (!w->token || now - w->last_sent < PROGRESS_MIN_MS)
+		return;
+	double v = t->fraction >= 0 ? t->fraction : w->last_progress < 0 ? 0 : w->last_progress;
+	if (v <= w->last_progress)
+		v = nextafter(w->last_progress, 2.0);
+	cJSON *params = cJSON_CreateObject();
+	cJSON_AddItemToObject(params, "progressToken", cJSON_Duplicate(w->token, 0));
+	cJSON_AddNumberToObject(params, "progress", v);
+	cJSON_AddNumberToObject(params, "total", 1);
+	if (t->progress_msg)
+		cJSON_AddStringToObject(params, "message", t->progress_msg);
+	notify_session(w->ms, "notifications/progress", params);
+	w->last_progress = v;
+	w->last_sent = now;
+}
+
+/* Ask the creator's client the job's question through elicitation, once per question. */
+static void elicit(struct server *srv, struct watch *w, const struct task *t)
+{
+	if (!w->ms->elicitation || !t->question_id || strcmp(w->elicited, t->question_id) == 0)
+		return;
+	struct outreq *o = calloc(1, sizeof *o);
+	if (!o)
+		return;
+	o->id = ++srv->next_out_id;
+	o->ms = w->ms;
+	memcpy(o->task, t->id, sizeof o->task);
+	snprintf(o->qid, sizeof o->qid, "%s", t->question_id);
+	snprintf(w->elicited, sizeof w->elicited, "%s", t->question_id);
+	o->next = srv->outreqs;
+	srv->outreqs = o;
+
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "mode", "form");
+	cJSON_AddStringToObject(p, "message", t->question_prompt ? t->question_prompt : "");
+	cJSON *schema = cJSON_AddObjectToObject(p, "requestedSchema");
+	cJSON_AddStringToObject(schema, "type", "object");
+	cJSON *resp = cJSON_AddObjectToObject(cJSON_AddObjectToObject(schema, "properties"), "response");
+	cJSON_AddStringToObject(resp, "type", "string");
+	cJSON_AddStringToObject(resp, "title", "Answer");
+	if (t->question_choices)
+		cJSON_AddItemToObject(resp, "enum", cJSON_Duplicate(t->question_choices, 1));
+	cJSON_AddItemToArray(cJSON_AddArrayToObject(schema, "required"), cJSON_CreateString("response"));
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "_meta"), RELATED_TASK),
+	                        "taskId", t->id);
+	cJSON *id = cJSON_CreateNumber((double)o->id);
+	send_line(w->ms, rpc_request(id, "elicitation/create", p));
+	cJSON_Delete(id);
+}
+
+static void on_response(struct msess *ms, const struct rpc_msg *m)
+{
+	struct server *srv = ms->srv;
+	if (!cJSON_IsNumber(m->id))
+		return;
+	for (struct outreq **pp = &srv->outreqs; *pp; pp = &(*pp)->next) {
+		struct outreq *o = *pp;
+		if (o->ms != ms || (double)o->id != m->id->valuedouble)
+			continue;
+		*pp = o->next;
+		struct task *t = tasks_find(srv->sv->tasks, o->task);
+		const cJSON *action = cJSON_GetObjectItem(m->result, "action");
+		const cJSON *content = cJSON_GetObjectItem(m->result, "content");
+		const cJSON *answer = cJSON_GetObjectItem(content, "response");
+		/* Declined, cancelled or malformed: the question stays open for durable_task_respond. */
+		if (t && t->status == TASK_INPUT_REQUIRED && t->question_id && strcmp(t->question_id, o->qid) == 0 &&
+		    cJSON_IsString(action) && strcmp(action->valuestring, "accept") == 0 && cJSON_IsString(answer)) {
+			int ok = !t->question_choices;
+			const cJSON *c;
+			cJSON_ArrayForEach(c, t->question_choices)
+				if (cJSON_IsString(c) && strcmp(c->valuestring, answer->valuestring) == 0)
+					ok = 1;
+			if (ok)
+				tasks_respond(srv->sv->tasks, t, answer);
+		}
+		free(o);
+		return;
+	}
+}
+
+static void status_notification(struct server *srv, const struct task *t)
+{
+	for (struct msess *ms = srv->sessions; ms; ms = ms->next)
+		if (ms->tasks_era && ms->initialized)
+			notify_session(ms, "notifications/tasks/status", native_task(t));
 }
 
 static void on_task(void *arg, struct task *t, enum task_event ev)
 {
 	struct server *srv = arg;
+	struct watch *w = srv->watches ? find_watch(srv, t->id) : NULL;
+	if (w) {
+		if (ev == TASK_EV_PROGRESS) {
+			watch_progress(w, t);
+		} else {
+			status_notification(srv, t);
+			if (t->status == TASK_INPUT_REQUIRED)
+				elicit(srv, w, t);
+			if (TASK_TERMINAL(t->status))
+				watch_unlink(srv, w);
+		}
+	}
 	for (struct pending *p = srv->pending, *next; p; p = next) {
 		next = p->next;
 		if (p->t != t)
 			continue;
+		if (p->kind == PEND_RESULT) {
+			if (TASK_TERMINAL(t->status))
+				answer_pending(srv, p, facade_final_result(srv->sv, t));
+			continue;
+		}
 		if (ev == TASK_EV_PROGRESS) {
 			send_progress(p, 0);
 		} else if (TASK_TERMINAL(t->status)) {
@@ -187,12 +385,24 @@ static void m_initialize(struct msess *ms, const cJSON *id, const cJSON *params)
 			chosen = versions[i];
 	snprintf(ms->version, sizeof ms->version, "%s", chosen);
 	ms->initialized = 1;
+	ms->tasks_era = strcmp(chosen, "2025-11-25") >= 0;
+	const cJSON *ccaps = cJSON_GetObjectItemCaseSensitive(params, "capabilities");
+	ms->elicitation = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ccaps, "elicitation"));
 
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddStringToObject(r, "protocolVersion", chosen);
 	cJSON *caps = cJSON_AddObjectToObject(r, "capabilities");
 	cJSON_AddBoolToObject(cJSON_AddObjectToObject(caps, "tools"), "listChanged", 0);
 	cJSON_AddObjectToObject(caps, "logging");
+	cJSON *rc = cJSON_AddObjectToObject(caps, "resources");
+	cJSON_AddBoolToObject(rc, "subscribe", 0);
+	cJSON_AddBoolToObject(rc, "listChanged", 0);
+	if (ms->tasks_era) {
+		cJSON *tc = cJSON_AddObjectToObject(caps, "tasks");
+		cJSON_AddObjectToObject(tc, "list");
+		cJSON_AddObjectToObject(tc, "cancel");
+		cJSON_AddObjectToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(tc, "requests"), "tools"), "call");
+	}
 	cJSON *info = cJSON_AddObjectToObject(r, "serverInfo");
 	cJSON_AddStringToObject(info, "name", srv->sv->cfg->server.name);
 	cJSON_AddStringToObject(info, "version", FORKPOINT_VERSION);
@@ -264,6 +474,17 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
+	if (transfer_is_tool(name->valuestring)) {
+		cJSON *r = sv->transfers ? transfer_call(sv->transfers, name->valuestring,
+		                                         facade_schema(srv, name->valuestring), args)
+		                         : facade_error("internal_error", "file transfer is not available", 0, "");
+		cJSON_Delete(args);
+		if (r)
+			reply(ms, id, r);
+		else
+			reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory");
+		return;
+	}
 	if (facade_is_tool(name->valuestring)) {
 		cJSON *r = facade_call(sv, name->valuestring, facade_schema(srv, name->valuestring), args);
 		cJSON_Delete(args);
@@ -279,6 +500,19 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		snprintf(msg, sizeof msg, "Unknown tool: %.100s", name->valuestring);
 		cJSON_Delete(args);
 		reply_error(ms, id, RPC_INVALID_PARAMS, msg);
+		return;
+	}
+	/* Task augmentation, for sessions that negotiated MCP's task API (else `task` is ignored). */
+	const cJSON *taskp = ms->tasks_era ? cJSON_GetObjectItemCaseSensitive(params, "task") : NULL;
+	int native = cJSON_IsObject(taskp);
+	if (native && tool->task_support == TASK_SUPPORT_FORBIDDEN) {
+		cJSON_Delete(args);
+		reply_error(ms, id, RPC_METHOD_NOT_FOUND, "This tool does not support task-augmented calls (taskSupport: forbidden)");
+		return;
+	}
+	if (!native && ms->tasks_era && tool->task_support == TASK_SUPPORT_REQUIRED) {
+		cJSON_Delete(args);
+		reply_error(ms, id, RPC_METHOD_NOT_FOUND, "This tool must be called as a task (taskSupport: required): add params.task");
 		return;
 	}
 	char err[512], field[256];
@@ -304,6 +538,26 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		reply(ms, id, facade_error("internal_error", strerror(-rc), 1, "Call the tool again."));
 		return;
 	}
+	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
+	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
+	if (native) {
+		if (!TASK_TERMINAL(t->status)) {
+			struct watch *w = calloc(1, sizeof *w);
+			if (w) {
+				w->ms = ms;
+				memcpy(w->id, t->id, sizeof w->id);
+				w->last_progress = -1;
+				if (cJSON_IsString(tok) || cJSON_IsNumber(tok))
+					w->token = cJSON_Duplicate(tok, 0);
+				w->next = srv->watches;
+				srv->watches = w;
+			}
+		}
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddItemToObject(r, "task", native_task(t));
+		reply(ms, id, r);
+		return;
+	}
 	if (tool->mode == TOOL_MODE_TASK || TASK_TERMINAL(t->status)) {
 		reply(ms, id, tool->mode == TOOL_MODE_TASK ? facade_result(facade_handle(sv, t), 0)
 		                                           : facade_final_result(sv, t));
@@ -314,12 +568,11 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		reply(ms, id, facade_result(facade_handle(sv, t), 0));
 		return;
 	}
+	p->kind = PEND_CALL;
 	p->ms = ms;
 	p->id = cJSON_Duplicate(id, 0);
 	p->t = t;
 	p->last_progress = -1;
-	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
-	const cJSON *tok = cJSON_GetObjectItemCaseSensitive(meta, "progressToken");
 	if (cJSON_IsString(tok) || cJSON_IsNumber(tok))
 		p->token = cJSON_Duplicate(tok, 0);
 	if (tool->mode == TOOL_MODE_AUTO)
@@ -328,6 +581,112 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 	srv->pending = p;
 	if (p->token)
 		send_progress(p, 1);
+}
+
+static struct task *task_param(struct msess *ms, const cJSON *id, const cJSON *params)
+{
+	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(params, "taskId");
+	struct task *t = cJSON_IsString(tid) ? tasks_find(ms->srv->sv->tasks, tid->valuestring) : NULL;
+	if (!t)
+		reply_error(ms, id, RPC_INVALID_PARAMS, cJSON_IsString(tid) ? "Unknown or expired taskId"
+		                                                            : "params.taskId must be a string");
+	return t;
+}
+
+static void m_tasks_get(struct msess *ms, const cJSON *id, const cJSON *params)
+{
+	struct task *t = task_param(ms, id, params);
+	if (t)
+		reply(ms, id, native_task(t));
+}
+
+static void m_tasks_result(struct msess *ms, const cJSON *id, const cJSON *params)
+{
+	struct server *srv = ms->srv;
+	struct task *t = task_param(ms, id, params);
+	if (!t)
+		return;
+	struct pending *p = calloc(1, sizeof *p);
+	if (!p) {
+		reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory");
+		return;
+	}
+	p->kind = PEND_RESULT;
+	p->ms = ms;
+	p->id = cJSON_Duplicate(id, 0);
+	p->t = t;
+	p->next = srv->pending;
+	srv->pending = p;
+	if (TASK_TERMINAL(t->status)) {
+		answer_pending(srv, p, facade_final_result(srv->sv, t));
+		return;
+	}
+	/* The client waits here for the outcome; if the job is asking something, ask it now. */
+	struct watch *w = find_watch(srv, t->id);
+	if (t->status == TASK_INPUT_REQUIRED && w && w->ms == ms)
+		elicit(srv, w, t);
+}
+
+static void m_tasks_list(struct msess *ms, const cJSON *id, const cJSON *params)
+{
+	struct tasks *ts = ms->srv->sv->tasks;
+	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
+	struct task *t = tasks_newest(ts);
+	if (cursor) {
+		struct task *c = cJSON_IsString(cursor) ? tasks_find(ts, cursor->valuestring) : NULL;
+		if (!c) {
+			reply_error(ms, id, RPC_INVALID_PARAMS, "tasks/list: invalid cursor");
+			return;
+		}
+		t = c->next;
+	}
+	cJSON *r = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(r, "tasks");
+	int n = 0;
+	for (; t && n < 50; t = t->next, n++)
+		cJSON_AddItemToArray(arr, native_task(t));
+	if (t && t->prev)
+		cJSON_AddStringToObject(r, "nextCursor", t->prev->id);
+	reply(ms, id, r);
+}
+
+static void m_tasks_cancel(struct msess *ms, const cJSON *id, const cJSON *params)
+{
+	struct task *t = task_param(ms, id, params);
+	if (!t)
+		return;
+	if (TASK_TERMINAL(t->status)) {
+		reply_error(ms, id, RPC_INVALID_PARAMS, "Cannot cancel a task that is already completed, failed or cancelled");
+		return;
+	}
+	tasks_cancel(ms->srv->sv->tasks, t, "cancelled by the client (tasks/cancel)");
+	reply(ms, id, native_task(t));
+}
+
+/* resources/list, resources/templates/list, resources/read: tasks' results, logs, artifacts. */
+static void m_resources(struct msess *ms, const char *method, const cJSON *id, const cJSON *params)
+{
+	struct transfers *tr = ms->srv->sv->transfers;
+	int code = RPC_INTERNAL_ERROR;
+	const char *msg = "resources are not available";
+	cJSON *r = NULL;
+	if (tr && strcmp(method, "resources/list") == 0) {
+		r = transfer_resources_list(tr, params, &code, &msg);
+	} else if (tr && strcmp(method, "resources/templates/list") == 0) {
+		r = transfer_resource_templates(tr);
+	} else if (tr) {
+		const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
+		if (!cJSON_IsString(uri)) {
+			code = RPC_INVALID_PARAMS;
+			msg = "resources/read: params.uri must be a string";
+		} else {
+			r = transfer_resource_read(tr, uri->valuestring, &code, &msg);
+		}
+	}
+	if (r)
+		reply(ms, id, r);
+	else
+		reply_error(ms, id, code, msg);
 }
 
 static void m_set_level(struct msess *ms, const cJSON *id, const cJSON *params)
@@ -391,6 +750,17 @@ static void dispatch(struct msess *ms, struct rpc_msg *m)
 		m_tools_call(ms, m->id, m->params);
 	else if (strcmp(method, "logging/setLevel") == 0)
 		m_set_level(ms, m->id, m->params);
+	else if (strcmp(method, "resources/list") == 0 || strcmp(method, "resources/templates/list") == 0 ||
+	         strcmp(method, "resources/read") == 0)
+		m_resources(ms, method, m->id, m->params);
+	else if (ms->tasks_era && strcmp(method, "tasks/get") == 0)
+		m_tasks_get(ms, m->id, m->params);
+	else if (ms->tasks_era && strcmp(method, "tasks/result") == 0)
+		m_tasks_result(ms, m->id, m->params);
+	else if (ms->tasks_era && strcmp(method, "tasks/list") == 0)
+		m_tasks_list(ms, m->id, m->params);
+	else if (ms->tasks_era && strcmp(method, "tasks/cancel") == 0)
+		m_tasks_cancel(ms, m->id, m->params);
 	else {
 		char msg[200];
 		snprintf(msg, sizeof msg, "Method not found: %.100s", method);
@@ -415,7 +785,8 @@ static void on_line(void *arg, const char *line, size_t len)
 			reply_error(ms, m.id, m.err_code, m.err_msg);
 		break;
 	case RPC_RESPONSE:
-		break;   /* answers to our requests: none are sent yet */
+		on_response(ms, &m);   /* answers to our elicitation requests */
+		break;
 	default:
 		dispatch(ms, &m);
 		break;
@@ -447,6 +818,8 @@ static cJSON *configured_tool_def(const struct tool_cfg *tc)
 		cJSON_AddItemToObject(t, "outputSchema", cJSON_Duplicate(tc->output_schema, 1));
 	if (tc->annotations)
 		cJSON_AddItemToObject(t, "annotations", cJSON_Duplicate(tc->annotations, 1));
+	static const char *const support[] = { "forbidden", "optional", "required" };
+	cJSON_AddStringToObject(cJSON_AddObjectToObject(t, "execution"), "taskSupport", support[tc->task_support]);
 	return t;
 }
 
@@ -464,6 +837,7 @@ struct server *server_new(struct supervisor *sv)
 	for (size_t i = 0; i < sv->cfg->n_tools; i++)
 		cJSON_AddItemToArray(srv->tools, configured_tool_def(&sv->cfg->tools[i]));
 	facade_list_tools(srv->tools);
+	transfer_list_tools(srv->tools);
 	tasks_set_observer(sv->tasks, on_task, srv);
 	sv->log.sink = log_sink;
 	sv->log.sink_arg = srv;
@@ -478,6 +852,12 @@ void server_free(struct server *srv)
 	tasks_set_observer(srv->sv->tasks, NULL, NULL);
 	while (srv->pending)
 		pending_unlink(srv, srv->pending);
+	while (srv->watches)
+		watch_unlink(srv, srv->watches);
+	for (struct outreq *o = srv->outreqs, *n; o; o = n) {
+		n = o->next;
+		free(o);
+	}
 	for (struct msess *ms = srv->sessions, *n; ms; ms = n) {
 		n = ms->next;
 		session_free(ms->io);
