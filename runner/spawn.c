@@ -3,17 +3,32 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox.h"
+
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#define FP_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* The kernel's struct clone_args (version 2, with cgroup); the distro header may be older. */
+struct fp_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
+	         set_tid, set_tid_size, cgroup;
+};
 
 struct child_report {
 	int err;            /* positive errno */
@@ -21,7 +36,33 @@ struct child_report {
 	char msg[200];
 };
 
-/* Only async-signal-safe calls from here on: the child of a fork may not use malloc or stdio. */
+pid_t spawn_clone(unsigned long long flags, int cgroup_fd, int *pidfd)
+{
+	struct fp_clone_args a;
+	memset(&a, 0, sizeof a);
+	a.flags = flags | (pidfd ? CLONE_PIDFD : 0) | (cgroup_fd >= 0 ? FP_CLONE_INTO_CGROUP : 0);
+	a.pidfd = (uint64_t)(uintptr_t)pidfd;
+	a.exit_signal = SIGCHLD;
+	a.cgroup = cgroup_fd >= 0 ? (uint64_t)cgroup_fd : 0;
+	long r = syscall(SYS_clone3, &a, sizeof a);
+	if (r < 0 && errno == ENOSYS && flags == 0 && cgroup_fd < 0) {
+		/* Kernels before 5.3: a plain fork, and the pidfd afterwards. */
+		r = fork();
+		if (r > 0 && pidfd) {
+			*pidfd = (int)syscall(SYS_pidfd_open, (pid_t)r, 0);
+			if (*pidfd < 0) {
+				int e = errno;
+				kill((pid_t)r, SIGKILL);
+				waitpid((pid_t)r, NULL, 0);
+				return -e;
+			}
+		}
+	}
+	return r < 0 ? -errno : (pid_t)r;
+}
+
+/* ---- the child: only async-signal-safe calls from here on ------------------------------- */
+
 static void report(int fd, const char *step, int err, const char *msg)
 {
 	struct child_report r;
@@ -38,52 +79,24 @@ static void report(int fd, const char *step, int err, const char *msg)
 	_exit(127);
 }
 
-static void child(const struct spawn_req *r, int errfd, pid_t parent)
+/* Keep an fd we still need clear of 0..3, where the job's fds go. */
+static int lift(int fd, int errfd)
 {
-	/* Move the job's fds above 3 first, so placing them at 0..3 never clobbers one another. */
-	int src[3] = { r->fd_stdin, r->fd_out, r->fd_sock };
-	int hi[3];
-	for (int i = 0; i < 3; i++) {
-		hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10);
-		if (hi[i] < 0)
-			report(errfd, "dup", errno, NULL);
-	}
-	if (errfd < 10) {
-		int e = fcntl(errfd, F_DUPFD_CLOEXEC, 10);
-		if (e < 0)
-			report(errfd, "dup", errno, NULL);
-		errfd = e;
-	}
-	if (dup2(hi[0], 0) < 0 || dup2(hi[1], 1) < 0 || dup2(hi[1], 2) < 0 || dup2(hi[2], 3) < 0)
-		report(errfd, "dup2", errno, NULL);
-	/* Everything else (including the supervisor's stdout, which is the MCP transport) is
-	 * closed on exec; CLOEXEC rather than close keeps errfd usable until execve. */
-	if (syscall(SYS_close_range, 4U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
-		for (int fd = 4; fd < 65536; fd++)
-			if (fd != errfd)
-				fcntl(fd, F_SETFD, FD_CLOEXEC);
-	}
+	if (fd < 0 || fd >= 10)
+		return fd;
+	int h = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	if (h < 0)
+		report(errfd, "dup", errno, NULL);
+	return h;
+}
 
-	if (setsid() < 0)
-		report(errfd, "setsid", errno, NULL);
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		report(errfd, "pdeathsig", errno, NULL);
-	/* The supervisor may have died between fork and prctl: then nobody would kill us. */
-	if (getppid() != parent)
-		report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
-
-	sigset_t all;
-	sigemptyset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			signal(s, SIG_DFL);
-
+static void exec_job(const struct spawn_req *r, int errfd)
+{
 	if (r->cwd && chdir(r->cwd) < 0)
 		report(errfd, "chdir", errno, r->cwd);
-	if (r->setup) {
+	if (r->sandbox) {
 		char msg[200] = "";
-		int rc = r->setup(r->setup_arg, msg, sizeof msg);
+		int rc = sandbox_child_exec(r->sandbox, msg, sizeof msg);
 		if (rc < 0)
 			report(errfd, "sandbox", -rc, msg);
 	}
@@ -91,38 +104,155 @@ static void child(const struct spawn_req *r, int errfd, pid_t parent)
 	report(errfd, "exec", errno, r->argv[0]);
 }
 
-int spawn_start(const struct spawn_req *r, pid_t *pid_out, int *pidfd_out, char *err, size_t errlen)
+/* PID 1 of the job's namespace: reap everything, report the job, then exit (which takes the
+ * rest of the namespace with it). */
+static void init_main(pid_t job, int statusfd)
 {
-	int p[2] = { -1, -1 };
-	int pidfd = -1;
+	/* Hold nothing of the job's or the supervisor's open: EOFs must come when the job goes. */
+	if (statusfd > 0)
+		syscall(SYS_close_range, 0U, (unsigned)statusfd - 1, 0U);
+	syscall(SYS_close_range, (unsigned)statusfd + 1, ~0U, 0U);
+	for (;;) {
+		int st;
+		struct rusage ru;
+		pid_t p = wait4(-1, &st, 0, &ru);
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(127);
+		}
+		if (p != job)
+			continue;
+		struct spawn_status s;
+		memset(&s, 0, sizeof s);
+		s.exited = WIFEXITED(st);
+		s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
+		s.cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+		           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+		(void)!write(statusfd, &s, sizeof s);
+		_exit(s.exited ? s.status : 128 + s.status);
+	}
+}
+
+static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd, pid_t ppid)
+{
+	const struct sandbox_job *sj = r->sandbox;
+	int pidns = sj && sandbox_job_pidns(sj);
+
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		report(errfd, "pdeathsig", errno, NULL);
+	/* The supervisor may have died before prctl: then nobody would kill us.  In a PID
+	 * namespace getppid() says 0, so ask the pidfd instead. */
+	if (ppidfd >= 0) {
+		struct pollfd pf = { .fd = ppidfd, .events = POLLIN };
+		if (poll(&pf, 1, 0) != 0)
+			report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
+	} else if (getppid() != ppid) {
+		report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
+	}
+	if (sj) {
+		char msg[200] = "";
+		int rc = sandbox_child_enter(sj, msg, sizeof msg);
+		if (rc < 0)
+			report(errfd, "sandbox", -rc, msg);
+	}
+
+	/* Move the job's fds above 3 first, so placing them at 0..3 never clobbers one another. */
+	errfd = lift(errfd, errfd);
+	statusfd = lift(statusfd, errfd);
+	int src[3] = { r->fd_stdin, r->fd_out, r->fd_sock };
+	int hi[3];
+	for (int i = 0; i < 3; i++) {
+		hi[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10);
+		if (hi[i] < 0)
+			report(errfd, "dup", errno, NULL);
+	}
+	if (dup2(hi[0], 0) < 0 || dup2(hi[1], 1) < 0 || dup2(hi[1], 2) < 0 || dup2(hi[2], 3) < 0)
+		report(errfd, "dup2", errno, NULL);
+	/* Everything else (including the supervisor's stdout, which is the MCP transport) is
+	 * closed on exec; CLOEXEC rather than close keeps errfd usable until execve. */
+	if (syscall(SYS_close_range, 4U, ~0U, CLOSE_RANGE_CLOEXEC) < 0) {
+		for (int fd = 4; fd < 65536; fd++)
+			fcntl(fd, F_SETFD, FD_CLOEXEC);
+	}
+
+	if (setsid() < 0)
+		report(errfd, "setsid", errno, NULL);
+	sigset_t all;
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			signal(s, SIG_DFL);
+
+	if (pidns) {
+		/* A plain fork by raw system call: no atfork handlers run in this half-copied
+		 * process. */
+		long job = syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+		if (job < 0)
+			report(errfd, "fork", errno, "of the job inside its PID namespace");
+		if (job == 0) {
+			close(statusfd);
+			if (setsid() < 0)
+				report(errfd, "setsid", errno, NULL);
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+				report(errfd, "pdeathsig", errno, NULL);
+			exec_job(r, errfd);
+		}
+		close(errfd);
+		init_main((pid_t)job, statusfd);
+	}
+	exec_job(r, errfd);
+}
+
+/* ---- the supervisor's side ------------------------------------------------------------ */
+
+int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen)
+{
+	int ep[2] = { -1, -1 }, sp[2] = { -1, -1 };
+	int pidfd = -1, ppidfd = -1;
 	pid_t pid = -1;
 	int rc;
+	const struct sandbox_job *sj = r->sandbox;
+	int pidns = sj && sandbox_job_pidns(sj);
 
-	if (pipe2(p, O_CLOEXEC) < 0) {
+	if (pipe2(ep, O_CLOEXEC) < 0 || (pidns && pipe2(sp, O_CLOEXEC) < 0)) {
 		rc = -errno;
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
 	}
 	pid_t parent = getpid();
-	pid = fork();
-	if (pid < 0) {
+	if (pidns && (ppidfd = (int)syscall(SYS_pidfd_open, parent, 0)) < 0) {
 		rc = -errno;
-		snprintf(err, errlen, "fork: %s", strerror(errno));
+		snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
+		goto fail;
+	}
+	pid = spawn_clone(sj ? sandbox_job_clone_flags(sj) : 0, sj ? sandbox_job_cgroup_fd(sj) : -1,
+	                  &pidfd);
+	if (pid < 0) {
+		rc = pid;
+		snprintf(err, errlen, "clone3: %s", strerror(-rc));
+		pid = -1;
 		goto fail;
 	}
 	if (pid == 0) {
-		close(p[0]);
-		child(r, p[1], parent);
+		close(ep[0]);
+		if (sp[0] >= 0)
+			close(sp[0]);
+		child(r, ep[1], sp[1], ppidfd, parent);
 		_exit(127);
 	}
-	close(p[1]);
-	p[1] = -1;
+	close(ep[1]);
+	ep[1] = -1;
+	if (sp[1] >= 0)
+		close(sp[1]);
+	sp[1] = -1;
 
-	/* Blocks only until exec or failure: the child does no waiting of its own before exec. */
+	/* Blocks only until exec or failure: no child waits for anything before exec. */
 	struct child_report rep;
 	ssize_t n;
 	do {
-		n = read(p[0], &rep, sizeof rep);
+		n = read(ep[0], &rep, sizeof rep);
 	} while (n < 0 && errno == EINTR);
 	if (n > 0) {
 		rc = rep.err ? -rep.err : -EIO;
@@ -130,26 +260,41 @@ int spawn_start(const struct spawn_req *r, pid_t *pid_out, int *pidfd_out, char 
 		rep.msg[sizeof rep.msg - 1] = 0;
 		snprintf(err, errlen, "%s%s%s: %s", rep.step, rep.msg[0] ? " " : "", rep.msg,
 		         strerror(rep.err ? rep.err : EIO));
+		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 		waitpid(pid, NULL, 0);
 		pid = -1;
 		goto fail;
 	}
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (pidfd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		goto fail;
-	}
-	close(p[0]);
-	*pid_out = pid;
-	*pidfd_out = pidfd;
+	close(ep[0]);
+	if (ppidfd >= 0)
+		close(ppidfd);
+	if (sp[0] >= 0)
+		fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	out->pid = pid;
+	out->pidfd = pidfd;
+	out->statusfd = sp[0];
 	return 0;
 fail:
-	if (p[0] >= 0)
-		close(p[0]);
-	if (p[1] >= 0)
-		close(p[1]);
+	for (int i = 0; i < 2; i++) {
+		if (ep[i] >= 0)
+			close(ep[i]);
+		if (sp[i] >= 0)
+			close(sp[i]);
+	}
+	if (ppidfd >= 0)
+		close(ppidfd);
+	if (pidfd >= 0)
+		close(pidfd);
 	return rc;
+}
+
+int spawn_read_status(int statusfd, struct spawn_status *st)
+{
+	if (statusfd < 0)
+		return 0;
+	ssize_t n;
+	do {
+		n = read(statusfd, st, sizeof *st);
+	} while (n < 0 && errno == EINTR);
+	return n == (ssize_t)sizeof *st;
 }

@@ -1,15 +1,28 @@
-/* runner/spawn.h — start a job process.  Everything between fork and exec happens here, in a
- * fixed order: new session (no controlling terminal), parent-death signal, signal mask and
- * dispositions reset, the job's fds placed at 0-3 and every other fd closed, working directory,
- * then the caller's `setup` hook (the sandbox slots in there and must load seccomp last), then
- * execve.  A failure anywhere in the child is reported back through a close-on-exec pipe with
- * the step and errno, and the child exits 127; so spawn_start() either returns a running,
- * exec'd process or an error message, never a half-started child. */
+/* runner/spawn.h — start a job process.  Everything between clone and exec happens here, in the
+ * order the established jails use: clone3 with the sandbox's namespace flags (and straight into
+ * its cgroup v2 folder), then in the child the parent-death signal, the sandbox's identity maps,
+ * cgroups and private root, the job's fds placed at 0-3 and every other fd closed on exec, a
+ * new session (no controlling terminal), signal mask and dispositions reset; then, in the
+ * process that will exec, the working directory, rlimits, no_new_privs, Landlock and seccomp as
+ * the very last step before execve.
+ *
+ * With a PID namespace the first child is the namespace's init: it forks the job, reaps
+ * whatever gets orphaned inside, and when the job exits writes the job's wait status to a pipe
+ * and exits, which makes the kernel kill everything left in the namespace.  So SIGKILL to the
+ * init (or its exit) ends the whole tree, even processes that called setsid and double-forked,
+ * and the job itself keeps ordinary signal semantics (it is not PID 1: SIGXCPU, SIGXFSZ and
+ * friends still kill it).
+ *
+ * A failure anywhere in a child is reported back through a close-on-exec pipe with the step and
+ * errno, and the child exits 127; so spawn_start() either returns a running, exec'd process or
+ * an error message, never a half-started child. */
 #ifndef FP_SPAWN_H
 #define FP_SPAWN_H
 
 #include <stddef.h>
 #include <sys/types.h>
+
+struct sandbox_job;
 
 struct spawn_req {
 	char *const *argv;          /* argv[0]: absolute path */
@@ -18,12 +31,31 @@ struct spawn_req {
 	int fd_stdin;               /* becomes 0 (normally /dev/null) */
 	int fd_out;                 /* becomes 1 and 2 */
 	int fd_sock;                /* becomes 3 (FORKPOINT_FD) */
-	/* Runs in the child just before execve.  Return 0, or -errno with a message in msg. */
-	int (*setup)(void *arg, char *msg, size_t msglen);
-	void *setup_arg;
+	const struct sandbox_job *sandbox;   /* NULL: no containment beyond session and fds */
 };
 
-/* 0 with *pid and *pidfd (O_CLOEXEC) set, or -errno with a one-line reason in err. */
-int spawn_start(const struct spawn_req *r, pid_t *pid, int *pidfd, char *err, size_t errlen);
+struct spawn_proc {
+	pid_t pid;                  /* our child: the job, or the init of its PID namespace */
+	int pidfd;                  /* O_CLOEXEC */
+	int statusfd;               /* -1, or (with an init) where the job's status arrives */
+};
+
+/* The job's end as the init saw it. */
+struct spawn_status {
+	int exited;                 /* 1: status is an exit code; 0: a signal number */
+	int status;
+	long long cpu_ms;           /* user + system time of the job and its reaped children */
+};
+
+/* 0 with *out set, or -errno with a one-line reason in err. */
+int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen);
+/* Read the init's report without blocking: 1 and *st, or 0 if there is none (the init was
+ * killed before the job ended). */
+int spawn_read_status(int statusfd, struct spawn_status *st);
+
+/* clone3 without a new stack (fork semantics) into namespaces `flags`, optionally straight into
+ * the cgroup v2 folder cgroup_fd (-1: none), with a pidfd in *pidfd.  The child gets 0 and must
+ * stay async-signal-safe until it execs or exits.  Returns the pid, or -errno. */
+pid_t spawn_clone(unsigned long long flags, int cgroup_fd, int *pidfd);
 
 #endif

@@ -42,3 +42,15 @@ if [ -f tests/e2e/package-lock.json ]; then
 		cp tests/e2e/package-lock.json "$stamp"
 	fi
 fi
+
+# ---- the MCP conformance suites (tests/conformance) ----------------------------------------------
+# The official suites, supergateway and Node 22 (the suites need Node >= 22), pinned by the lock file
+# and installed locally; tests/conformance/run.sh would otherwise install them on first use.
+if [ -f tests/conformance/package-lock.json ]; then
+	stamp=tests/conformance/node_modules/.forkpoint-lock
+	if [ ! -f "$stamp" ] || ! cmp -s tests/conformance/package-lock.json "$stamp"; then
+		echo "deps: installing npm packages for tests/conformance" >&2
+		(cd tests/conformance && npm ci --silent --no-audit --no-fund >/dev/null)
+		cp tests/conformance/package-lock.json "$stamp"
+	fi
+fi

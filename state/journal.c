@@ -21,6 +21,8 @@
 #include <dirent.h>
 #include <endian.h>
 #include <errno.h>
+#include <time.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -234,18 +236,113 @@ static int rec_read(const unsigned char *buf, size_t len, size_t off, int verify
 	return REC_OK;
 }
 
+/* ---- checksums of arbitrary ranges (for the torn-tail scan) ---------------------------------
+ *
+ * Deciding "torn tail or damage" means trying a record at every offset after the bad one.  A
+ * candidate's length field can claim megabytes, so checksumming each candidate directly costs
+ * O(n^2) on a large garbage tail (a torn multi-MiB record would stall start-up for minutes).
+ * Instead the CRC of any range is derived from CRCs of prefixes: crc(A || B) = crc(A) * x^(8|B|)
+ * + crc(B) over GF(2) modulo the CRC polynomial, so crc(B) = crc(A || B) ^ shift(crc(A), |B|).
+ * Prefix CRCs are kept every RANGE_STEP bytes; a prefix in between costs at most RANGE_STEP
+ * bytes of CRC, and a shift O(log |B|) carry-less multiplications. */
+
+#define CRC32C_POLY  0x82F63B78u   /* reflected: bit 31 is the coefficient of x^0 */
+#define RANGE_STEP   1024u
+/* Below this length, checksumming a candidate directly is cheaper.  Overridable so the fuzz
+ * build, whose inputs are small, exercises the other path too. */
+#ifndef JOURNAL_RANGE_DIRECT
+#define JOURNAL_RANGE_DIRECT 4096u
+#endif
+
+/* a * b mod P, both in the reflected representation. */
+static uint32_t gf_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t p = 0;
+
+	for (uint32_t m = 1u << 31; m != 0; m >>= 1) {
+		if (a & m)
+			p ^= b;
+		b = (b & 1) ? (b >> 1) ^ CRC32C_POLY : b >> 1;
+	}
+	return p;
+}
+
+/* x^(8n) mod P: what appending n zero bytes multiplies a CRC by. */
+static uint32_t gf_x8n(uint64_t n)
+{
+	uint32_t p = 1u << 31;          /* x^0 */
+	uint32_t sq = 1u << (31 - 8);   /* x^8, squared as n's bits are consumed */
+
+	while (n != 0) {
+		if (n & 1)
+			p = gf_mulmod(p, sq);
+		sq = gf_mulmod(sq, sq);
+		n >>= 1;
+	}
+	return p;
+}
+
+struct range_crc {
+	const unsigned char *buf;
+	size_t base;        /* prefixes start here */
+	uint32_t *cp;       /* cp[i] = crc32c(buf[base .. base + i * RANGE_STEP)) */
+	size_t ncp;
+};
+
+static int range_init(struct range_crc *rc, const unsigned char *buf, size_t base, size_t len)
+{
+	rc->buf = buf;
+	rc->base = base;
+	rc->ncp = (len - base) / RANGE_STEP + 1;
+	rc->cp = malloc(rc->ncp * sizeof *rc->cp);
+	if (rc->cp == NULL)
+		return -ENOMEM;
+	rc->cp[0] = 0;
+	for (size_t i = 1; i < rc->ncp; i++)
+		rc->cp[i] = crc32c(rc->cp[i - 1], buf + base + (i - 1) * RANGE_STEP, RANGE_STEP);
+	return 0;
+}
+
+static uint32_t range_prefix(const struct range_crc *rc, size_t pos)
+{
+	size_t i = (pos - rc->base) / RANGE_STEP;
+	size_t at = rc->base + i * RANGE_STEP;
+	return crc32c(rc->cp[i], rc->buf + at, pos - at);
+}
+
+/* crc32c of buf[a .. b), base <= a <= b <= len. */
+static uint32_t range_crc(const struct range_crc *rc, size_t a, size_t b)
+{
+	return range_prefix(rc, b) ^ gf_mulmod(gf_x8n(b - a), range_prefix(rc, a));
+}
+
 /* Is there a valid record starting anywhere after `from`?  Decides torn tail (no) versus
- * damage (yes).  Cheap on real tails: zeros and garbage fail the length or the checksum of a
- * short range almost everywhere. */
+ * damage (yes).  Most offsets fail on the length field; the rest cost one checksum each,
+ * bounded as described above.  -ENOMEM if the prefix table cannot be had. */
 static int valid_after(const unsigned char *buf, size_t len, size_t from)
 {
-	struct rec r;
+	struct range_crc rc = { 0 };
+	int found = 0;
 
 	for (size_t o = from + 1; o < len && len - o >= REC_HDR; o++) {
-		if (rec_read(buf, len, o, 1, &r) == REC_OK)
-			return 1;
+		uint32_t plen = get_le32(buf + o);
+		if (plen > JOURNAL_MAX_RECORD || (size_t)plen > len - o - REC_HDR)
+			continue;
+		uint32_t c;
+		if (plen < JOURNAL_RANGE_DIRECT) {
+			c = crc32c(0, buf + o + 8, (size_t)plen + 1);
+		} else {
+			if (rc.cp == NULL && range_init(&rc, buf, from + 1, len) < 0)
+				return -ENOMEM;
+			c = range_crc(&rc, o + 8, o + REC_HDR + plen);
+		}
+		if (crc32c_mask(c) == get_le32(buf + o + 4)) {
+			found = 1;
+			break;
+		}
 	}
-	return 0;
+	free(rc.cp);
+	return found;
 }
 
 /* ---- segments in memory -------------------------------------------------------------- */
@@ -360,6 +457,12 @@ static void scan_log(struct scan *sc, const char *fmt, ...)
 	sc->log(sc->arg, msg);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 /* Sorted segment numbers in the directory. */
 static int list_segments(int dirfd, uint64_t **out, size_t *n)
 {
@@ -401,14 +504,8 @@ static int list_segments(int dirfd, uint64_t **out, size_t *n)
 		goto fail;
 	}
 	closedir(d);
-	/* Insertion sort: a handful of segments, and no comparison callback needed. */
-	for (size_t i = 1; i < cnt; i++) {
-		uint64_t x = v[i];
-		size_t k = i;
-		for (; k > 0 && v[k - 1] > x; k--)
-			v[k] = v[k - 1];
-		v[k] = x;
-	}
+	if (cnt > 1)
+		qsort(v, cnt, sizeof *v, cmp_u64);
 	*out = v;
 	*n = cnt;
 	return 0;
@@ -550,14 +647,23 @@ static int plan_build(struct scan *sc, struct plan *p)
 				close(s.fd);
 				goto fail;
 			}
-			if (seg_header_ok(&s) && snapshot_complete(&s, &bad_off, &bad_st)) {
+			/* Only a checksummed BEGIN makes a snapshot segment: a damaged first
+			 * record whose type byte happens to read BEGIN is ordinary damage. */
+			struct rec first;
+			if (!seg_header_ok(&s) ||
+			    rec_read(s.buf, s.len, SEG_HDR, 1, &first) != REC_OK) {
+				p->segs[filled++] = s;
+				start = i;
+				continue;
+			}
+			if (snapshot_complete(&s, &bad_off, &bad_st)) {
 				p->segs[filled++] = s;
 				start = i;
 				break;
 			}
 			char name[SEG_NAME_LEN + 1];
 			seg_name(name, s.seq);
-			if (seg_header_ok(&s) && i == na - 1) {
+			if (i == na - 1) {
 				uint64_t size = s.len;
 				seg_unload(&s);
 				close(s.fd);
@@ -579,15 +685,10 @@ static int plan_build(struct scan *sc, struct plan *p)
 				na--;
 				continue;
 			}
-			if (!seg_header_ok(&s))
-				set_err(sc->err, sc->errlen, "%s/%s: offset 0: bad segment header",
-					sc->dir, name);
-			else
-				set_err(sc->err, sc->errlen,
-					"%s/%s: offset %zu: %s before the snapshot's end record, "
-					"and newer segments follow: the journal is damaged",
-					sc->dir, name, bad_off, bad_off >= s.len ?
-					"end of file" : rec_reason(bad_st));
+			set_err(sc->err, sc->errlen,
+				"%s/%s: offset %zu: %s before the snapshot's end record, and newer "
+				"segments follow: the journal is damaged", sc->dir, name, bad_off,
+				bad_off >= s.len ? "end of file" : rec_reason(bad_st));
 			seg_unload(&s);
 			close(s.fd);
 			rc = -EBADMSG;
@@ -699,7 +800,13 @@ static int walk_segment(struct scan *sc, struct seg *s, int newest)
 			"is damaged", sc->dir, name, off, rec_reason(st));
 		return -EBADMSG;
 	}
-	if (valid_after(s->buf, s->len, off)) {
+	int later = valid_after(s->buf, s->len, off);
+	if (later < 0) {
+		set_err(sc->err, sc->errlen, "%s/%s: offset %zu: %s", sc->dir, name, off,
+			strerror(-later));
+		return later;
+	}
+	if (later) {
 		set_err(sc->err, sc->errlen,
 			"%s/%s: offset %zu: %s, and valid records follow it: the journal is "
 			"damaged (not a torn tail)", sc->dir, name, off, rec_reason(st));
@@ -797,6 +904,7 @@ static int lock_take(int dirfd, const char *state_dir, int *out, char *err, size
 		set_err(err, errlen, "%s/journal/" LOCK_NAME ": %s", state_dir, strerror(-rc));
 		return rc;
 	}
+	int waited_ms = 0;
 	while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
 		if (errno == EINTR)
 			continue;
@@ -806,6 +914,14 @@ static int lock_take(int dirfd, const char *state_dir, int *out, char *err, size
 			long pid = 0;
 			buf[n > 0 ? n : 0] = '\0';
 			pid = strtol(buf, NULL, 10);
+			/* The owner is dead (killed) but a child it forked has not finished dying yet and
+			 * still holds the lock's file: that lasts milliseconds, so wait for it. */
+			if (pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH && waited_ms < 5000) {
+				struct timespec ts = { 0, 20 * 1000000L };
+				nanosleep(&ts, NULL);
+				waited_ms += 20;
+				continue;
+			}
 			if (pid > 0)
 				set_err(err, errlen, "state dir %s is in use by another forkpoint "
 					"(pid %ld)", state_dir, pid);

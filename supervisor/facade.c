@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "schema.h"
+#include "transfer.h"
 
 #define POLL_MS    1000
 #define LIST_PAGE  50
@@ -233,7 +234,13 @@ cJSON *facade_view(struct supervisor *sv, const struct task *t)
 	}
 	case TASK_COMPLETED:
 		cJSON_AddItemToObject(o, "result", t->result ? cJSON_Duplicate(t->result, 1) : cJSON_CreateNull());
-		snprintf(note, sizeof note, "Finished. The job's result is in result.");
+		if (t->artifacts) {
+			cJSON_AddItemToObject(o, "artifacts", cJSON_Duplicate(t->artifacts, 1));
+			snprintf(note, sizeof note, "Finished. The job's result is in result; the files it produced are "
+			         "in artifacts (download them with file_transfer_open direction download, path = uri).");
+		} else {
+			snprintf(note, sizeof note, "Finished. The job's result is in result.");
+		}
 		break;
 	case TASK_FAILED:
 		cJSON_AddItemToObject(o, "error", t->error ? cJSON_Duplicate(t->error, 1)
@@ -246,12 +253,27 @@ cJSON *facade_view(struct supervisor *sv, const struct task *t)
 	}
 	if (TASK_TERMINAL(t->status))
 		add_time(o, "expiresAt", t->expires_ms);
+	if (t->sandbox)
+		cJSON_AddItemToObject(o, "sandbox", cJSON_Duplicate(t->sandbox, 1));
 	cJSON_AddStringToObject(o, "note", note);
 	return o;
 }
 
+/* A result too large to paste into the model's context goes out as a summary and a link. */
+static int result_too_large(struct supervisor *sv, const struct task *t)
+{
+	if (t->status != TASK_COMPLETED || !t->result || !sv->transfers)
+		return 0;
+	char *s = cJSON_PrintUnformatted(t->result);
+	size_t n = s ? strlen(s) : 0;
+	free(s);
+	return (long)n > sv->cfg->server.result_inline_bytes;
+}
+
 cJSON *facade_final_result(struct supervisor *sv, const struct task *t)
 {
+	if (result_too_large(sv, t))
+		return transfer_result_link(sv->transfers, t);
 	if (t->status == TASK_COMPLETED && t->result_is_mcp)
 		return cJSON_Duplicate(t->result, 1);
 	if (t->status == TASK_COMPLETED) {
@@ -280,6 +302,8 @@ static cJSON *unknown_task(const char *id)
 
 static cJSON *do_get(struct supervisor *sv, struct task *t)
 {
+	if (result_too_large(sv, t))
+		return transfer_result_link(sv->transfers, t);
 	return facade_result(facade_view(sv, t), 0);
 }
 

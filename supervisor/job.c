@@ -3,8 +3,13 @@
  * The job is a hostile peer.  Reads are non-blocking and bounded per loop turn, so a job that
  * floods its socket or its stdout cannot starve other jobs or the MCP clients; frames go through
  * frame_reader (length checked before allocating); sustained frame or byte rates above the
- * quota kill the job.  The tree is killed with kill(-pgid) while the main process is still a
- * zombie (its pid, and so the group id, cannot be reused until we reap it). */
+ * quota kill the job.
+ *
+ * Killing the tree: a sandboxed job's first process is the init of its PID namespace, so
+ * SIGKILL through its pidfd ends every process in it, including ones that left the session;
+ * the job's cgroup (cgroup.kill) and its process group are signalled too, for jobs without a
+ * PID namespace.  The group is signalled while the main process is still a zombie, when its
+ * pid (and so the group id) cannot have been reused. */
 #include "job.h"
 
 #include <errno.h>
@@ -15,10 +20,13 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox.h"
 #include "spawn.h"
 #include "wire.h"
 
@@ -36,6 +44,9 @@ struct job {
 	char task_id[40];
 	pid_t pid;
 	int pidfd, sock, out, logfd;
+	int statusfd;              /* the PID namespace init's report of the job's end, or -1 */
+	struct sandbox_job *sb;
+	struct sandbox_verdict verdict;
 	long log_max, log_written;
 	int log_truncated;
 	struct frame_reader *reader;
@@ -74,13 +85,20 @@ static void job_close_fds(struct job *j)
 		close(j->logfd);
 		j->logfd = -1;
 	}
+	if (j->statusfd >= 0) {
+		close(j->statusfd);
+		j->statusfd = -1;
+	}
 }
 
 static void kill_tree(struct job *j)
 {
 	if (j->pid > 0 && !j->exited) {
+		if (j->pidfd >= 0)
+			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		kill(-j->pid, SIGKILL);
-		kill(j->pid, SIGKILL);
+		if (j->sb)
+			sandbox_job_kill(j->sb);
 	}
 }
 
@@ -112,6 +130,11 @@ void job_kill_after(struct job *j, long ms)
 pid_t job_pid(const struct job *j)
 {
 	return j->pid;
+}
+
+const char *job_sandbox_json(const struct job *j)
+{
+	return j->sb ? sandbox_job_json(j->sb) : "{}";
 }
 
 /* ---- captured output -------------------------------------------------------- */
@@ -354,9 +377,14 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	(void)l; (void)fd; (void)ev;
 	/* Kill what is left of the tree while the leader is a zombie and its pgid still ours. */
 	kill(-j->pid, SIGKILL);
+	if (j->sb)
+		sandbox_job_kill(j->sb);
 	siginfo_t si;
+	struct rusage ru;
 	memset(&si, 0, sizeof si);
-	if (waitid(P_PIDFD, (id_t)j->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+	memset(&ru, 0, sizeof ru);
+	/* The raw call: glibc's waitid() does not return the rusage. */
+	if (syscall(SYS_waitid, P_PIDFD, j->pidfd, &si, WEXITED | WNOHANG, &ru) < 0 || si.si_pid == 0)
 		return;   /* spurious wake-up */
 	/* Frames and output written just before exit are still buffered: take them first, within
 	 * a bound (a grandchild may hold the pipes open forever). */
@@ -371,8 +399,25 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	memset(&x, 0, sizeof x);
 	x.exited = si.si_code == CLD_EXITED;
 	x.status = si.si_status;
+	long long cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	                   (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+	/* With a PID namespace our child is its init: the job's own end comes from its report
+	 * (absent if we killed the init first, and then the init's SIGKILL is the answer). */
+	struct spawn_status st;
+	if (spawn_read_status(j->statusfd, &st)) {
+		x.exited = st.exited;
+		x.status = st.status;
+		cpu_ms = st.cpu_ms;
+	}
 	x.killed_by_us = j->killed_by_us;
 	x.violation = j->violation;
+	if (j->sb && !j->killed_by_us) {
+		sandbox_job_verdict(j->sb, x.exited, x.status, cpu_ms, &j->verdict);
+		x.sandbox_code = j->verdict.code;
+		x.sandbox_message = j->verdict.code ? j->verdict.message : NULL;
+		x.limit = j->verdict.limit;
+		x.limit_value = j->verdict.value;
+	}
 	char tail[TAIL_BYTES + 1];
 	tail_text(j, tail, sizeof tail);
 	x.tail = tail;
@@ -381,6 +426,32 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 }
 
 /* ---- start / free ------------------------------------------------------------------ */
+
+static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, struct job *j,
+                        char *err, size_t errlen)
+{
+	static const struct sandbox_cfg default_cfg = { .profile = "default" };
+	const struct sandbox_cfg *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
+	char helper[4200];
+	int rc;
+	if (!sv->sandbox && (rc = sandbox_new(&sv->sandbox)) < 0) {
+		snprintf(err, errlen, "sandbox: %s", strerror(-rc));
+		return rc;
+	}
+	snprintf(helper, sizeof helper, "%s/forkpoint-job", sv->bin_dir ? sv->bin_dir : "/usr/local/bin");
+	struct sandbox_paths paths = {
+		.program = spec->argv[0], .helper = helper,
+		.work_dir = spec->work_dir ? spec->work_dir : spec->cwd, .cwd = spec->cwd,
+		.name = spec->task_id,
+	};
+	if ((rc = sandbox_job_new(sv->sandbox, cfg, &paths, &j->sb, err, errlen)) < 0)
+		return rc;
+	if (sandbox_job_trusted(j->sb))
+		fplog(&sv->log, FPLOG_WARNING, spec->task_id,
+		      "sandbox profile none: %s runs UNCONFINED, with all of this server's rights",
+		      spec->argv[0]);
+	return 0;
+}
 
 int job_start(struct supervisor *sv, const struct job_spec *spec, const struct job_callbacks *cb,
               void *owner, struct job **out, char *err, size_t errlen)
@@ -395,7 +466,7 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	j->sv = sv;
 	j->cb = cb;
 	j->owner = owner;
-	j->pidfd = j->sock = j->out = j->logfd = -1;
+	j->pidfd = j->sock = j->out = j->logfd = j->statusfd = -1;
 	j->log_max = spec->log_max_bytes;
 	j->win_start = loop_now();
 	snprintf(j->task_id, sizeof j->task_id, "%s", spec->task_id);
@@ -426,13 +497,24 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 		snprintf(err, errlen, "/dev/null: %s", strerror(errno));
 		goto fail;
 	}
+	if ((rc = plan_sandbox(sv, spec, j, err, errlen)) < 0)
+		goto fail;
 	struct spawn_req req = {
 		.argv = spec->argv, .envp = spec->envp, .cwd = spec->cwd,
-		.fd_stdin = devnull, .fd_out = pp[1], .fd_sock = sv_sock[1],
+		.fd_stdin = devnull, .fd_out = pp[1], .fd_sock = sv_sock[1], .sandbox = j->sb,
 	};
-	rc = spawn_start(&req, &j->pid, &j->pidfd, err, errlen);
-	if (rc < 0)
+	struct spawn_proc proc;
+	rc = spawn_start(&req, &proc, err, errlen);
+	if (rc < 0) {
+		/* Reserved for an unmet sandbox.require; a child's own ENOTSUP is just a failure. */
+		if (rc == -ENOTSUP)
+			rc = -EIO;
 		goto fail;
+	}
+	j->pid = proc.pid;
+	j->pidfd = proc.pidfd;
+	j->statusfd = proc.statusfd;
+	sandbox_job_spawned(j->sb);
 	close(devnull);
 	close(pp[1]);
 	close(sv_sock[1]);
@@ -462,6 +544,7 @@ fail:
 	frame_reader_free(j->reader);
 	if (j->logfd >= 0)
 		close(j->logfd);
+	sandbox_job_free(j->sb);
 	free(j);
 	return rc;
 }
@@ -484,5 +567,7 @@ void job_free(struct job *j)
 	job_close_fds(j);
 	frame_reader_free(j->reader);
 	wbuf_free(&j->outq);
+	/* Only now is the tree gone, so the cgroup can be removed. */
+	sandbox_job_free(j->sb);
 	free(j);
 }

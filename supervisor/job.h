@@ -1,6 +1,7 @@
-/* supervisor/job.h — one running job process, seen from the supervisor: spawning it, its frame
- * socket (a hostile peer: bounded frames, byte and frame-rate quotas), its captured output
- * (bounded log file plus an in-memory tail), timers, and killing its whole process tree.
+/* supervisor/job.h — one running job process, seen from the supervisor: spawning it inside its
+ * sandbox (runner/sandbox.h), its frame socket (a hostile peer: bounded frames, byte and
+ * frame-rate quotas), its captured output (bounded log file plus an in-memory tail), timers,
+ * and killing its whole process tree (PID namespace, cgroup, process group).
  * The owner (tasks.c) gets frames and the final exit through callbacks; the job never touches
  * task state itself.  After on_exit the owner must job_free() the job. */
 #ifndef FP_JOB_H
@@ -19,6 +20,12 @@ struct job_exit {
 	int killed_by_us;      /* we sent SIGKILL (cancel, timeout, violation, shutdown) */
 	const char *violation; /* non-NULL if the job was killed for misbehaving on its socket */
 	const char *tail;      /* last bytes of its stdout+stderr, NUL-terminated, valid UTF-8 */
+	/* Set when the sandbox ended the job: code "sandbox_violation" (the seccomp filter killed
+	 * it) or "resource_limit" (memory, CPU time or file size; limit names the config key). */
+	const char *sandbox_code;
+	const char *sandbox_message;
+	const char *limit;
+	long limit_value;
 };
 
 struct job_callbacks {
@@ -37,9 +44,12 @@ struct job_spec {
 	const char *log_path;      /* captured stdout+stderr, created 0600 */
 	long log_max_bytes;
 	size_t max_frame;
+	const struct sandbox_cfg *sandbox;   /* NULL: the default profile */
+	const char *work_dir;      /* the task's writable folder (NULL: cwd) */
 };
 
-/* Spawn.  0 and *out, or -errno with a message in err (e.g. exec failure with its errno). */
+/* Spawn.  0 and *out, or -errno with a message in err (e.g. exec failure with its errno);
+ * -ENOTSUP means the tool's sandbox.require cannot be met on this host (and nothing ran). */
 int job_start(struct supervisor *sv, const struct job_spec *spec, const struct job_callbacks *cb,
               void *owner, struct job **out, char *err, size_t errlen);
 /* Queue a frame built with frame_begin/frame_finish (the sbuffer's bytes are copied). */
@@ -49,6 +59,8 @@ void job_kill(struct job *j, const char *violation);
 /* Kill after ms unless it has exited by then (cancel grace, post-result grace). */
 void job_kill_after(struct job *j, long ms);
 pid_t job_pid(const struct job *j);
+/* The effective sandbox of the job as a JSON object text (see sandbox_job_json). */
+const char *job_sandbox_json(const struct job *j);
 /* Synchronous teardown for shutdown: SIGKILL the tree, reap, no callbacks. */
 void job_free(struct job *j);
 

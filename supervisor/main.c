@@ -17,9 +17,11 @@
 #include "config.h"
 #include "ops.h"
 #include "persist.h"
+#include "sandbox.h"
 #include "server.h"
 #include "supervisor.h"
 #include "tasks.h"
+#include "transfer.h"
 
 static const char usage_main[] =
 	"usage: forkpoint COMMAND [OPTIONS]\n"
@@ -33,6 +35,7 @@ static const char usage_main[] =
 	"  show TASK [--state DIR]             one task, with its event timeline\n"
 	"  logs TASK [-f] [--state DIR]        the job's captured output\n"
 	"  fsck [--repair] [--state DIR]       verify the journal and blobs; cut a torn tail\n"
+	"  sandbox-check                       what job containment this host supports\n"
 	"\n"
 	"  forkpoint --version | forkpoint COMMAND --help\n"
 	"\n"
@@ -171,6 +174,9 @@ static void collect_cb(struct loop *l, void *arg)
 	size_t n = tasks_collect(rc->sv->tasks, loop_wall_ms());
 	if (n)
 		fplog(&rc->sv->log, FPLOG_INFO, NULL, "expired %zu finished tasks", n);
+	n = transfers_collect(rc->sv->transfers, loop_wall_ms());
+	if (n)
+		fplog(&rc->sv->log, FPLOG_INFO, NULL, "expired %zu idle file transfers", n);
 	rc->collect = loop_timer_in(l, 30000, collect_cb, rc);
 }
 
@@ -238,6 +244,21 @@ static int cmd_mcp(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sc.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 
+	/* Probe the sandbox once, before any job, and say plainly what is missing. */
+	if (sandbox_new(&sv.sandbox) < 0) {
+		fprintf(stderr, "forkpoint: out of memory\n");
+		goto out;
+	}
+	{
+		char line[512];
+		int degraded = sandbox_host_summary(sv.sandbox, line, sizeof line);
+		fplog(&sv.log, degraded ? FPLOG_WARNING : FPLOG_INFO, NULL, "%s", line);
+		for (size_t i = 0; i < sv.cfg->n_tools; i++)
+			if (strcmp(sv.cfg->tools[i].sandbox.profile, "none") == 0)
+				fplog(&sv.log, FPLOG_WARNING, NULL, "tool %s has sandbox profile none: its jobs "
+				      "run UNCONFINED, with all of this server's rights", sv.cfg->tools[i].name);
+	}
+
 	sv.loop = loop_new();
 	if (!sv.loop || sc.fd < 0) {
 		fprintf(stderr, "forkpoint: event loop: %s\n", strerror(errno));
@@ -246,6 +267,11 @@ static int cmd_mcp(int argc, char **argv)
 	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
 	sv.tasks = tasks_new(&sv);
 	if (!sv.tasks) {
+		fprintf(stderr, "forkpoint: out of memory\n");
+		goto out;
+	}
+	sv.transfers = transfers_new(&sv);
+	if (!sv.transfers) {
 		fprintf(stderr, "forkpoint: out of memory\n");
 		goto out;
 	}
@@ -263,7 +289,9 @@ static int cmd_mcp(int argc, char **argv)
 		goto out;
 	}
 	tasks_recover(sv.tasks);
+	transfers_recover(sv.transfers);
 	tasks_collect(sv.tasks, loop_wall_ms());
+	transfers_collect(sv.transfers, loop_wall_ms());
 	run.collect = loop_timer_in(sv.loop, 30000, collect_cb, &run);
 	loop_set_turn_hook(sv.loop, on_turn, &run);
 	fplog(&sv.log, FPLOG_INFO, NULL, "forkpoint %s serving %zu tools, state %s", FORKPOINT_VERSION,
@@ -282,7 +310,9 @@ out:
 	/* Jobs end with us; tasks are left as they were (a later run resumes them). */
 	server_free(sv.server);
 	tasks_free(sv.tasks);
+	sandbox_free(sv.sandbox);
 	persist_close(sv.persist);
+	transfers_free(sv.transfers);
 	if (sc.fd >= 0)
 		close(sc.fd);
 	loop_free(sv.loop);
@@ -291,6 +321,32 @@ out:
 	free(sv.bin_dir);
 	free(state_default);
 	return ret;
+}
+
+static int cmd_sandbox_check(int argc, char **argv)
+{
+	struct sandbox *sb = NULL;
+	if (argc > 0 && (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0)) {
+		fputs("usage: forkpoint sandbox-check\n\nProbes (with a trial job) which containment "
+		      "mechanisms this host allows for the\ncurrent user and prints them.  Exit status 0 "
+		      "if the default profile is complete,\n1 if jobs would run degraded.\n", stdout);
+		return 0;
+	}
+	if (argc > 0)
+		return usage_error("sandbox-check: no arguments expected", usage_main);
+	if (sandbox_new(&sb) < 0) {
+		fprintf(stderr, "forkpoint: out of memory\n");
+		return 1;
+	}
+	char *report = sandbox_host_report(sb);
+	char line[512];
+	int degraded = sandbox_host_summary(sb, line, sizeof line);
+	fputs(report ? report : "out of memory\n", stdout);
+	printf("%s\n", degraded ? "verdict:           degraded (jobs run with what works; each task records what it got)"
+	                        : "verdict:           complete");
+	free(report);
+	sandbox_free(sb);
+	return degraded ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -318,6 +374,8 @@ int main(int argc, char **argv)
 		return ops_logs(argc - 2, argv + 2);
 	if (strcmp(cmd, "fsck") == 0)
 		return ops_fsck(argc - 2, argv + 2);
+	if (strcmp(cmd, "sandbox-check") == 0)
+		return cmd_sandbox_check(argc - 2, argv + 2);
 	char msg[200];
 	snprintf(msg, sizeof msg, "unknown command '%.100s'", cmd);
 	return usage_error(msg, usage_main);

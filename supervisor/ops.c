@@ -282,6 +282,10 @@ int ops_show(int argc, char **argv)
 			print_kv_json("choices", t->question_choices);
 	}
 	print_kv_json("arguments", t->args);
+	if (t->sandbox)
+		print_kv_json("sandbox", t->sandbox);
+	if (t->artifacts)
+		print_kv_json("artifacts", t->artifacts);
 	if (t->result)
 		print_kv_json("result", t->result);
 	if (t->error)

@@ -9,6 +9,7 @@
 #include "blob.h"
 #include "frame.h"
 #include "journal.h"
+#include "transfer.h"
 
 #define INLINE_CHECKPOINT  1024           /* larger checkpoints go to the blob store */
 #define PROGRESS_FLUSH_MS  2000           /* progress alone is written at most this often */
@@ -77,6 +78,15 @@ static void rec_end(struct persist *p, struct rec *r, uint8_t type)
 	msgpack_sbuffer_destroy(&r->sb);
 }
 
+int persist_append(struct persist *p, uint8_t type, const void *payload, size_t len)
+{
+	if (p->read_only)
+		return -EROFS;
+	if (type < REC_EXT_FIRST || type > REC_EXT_LAST)
+		return -EINVAL;
+	return journal_append(p->j, type, payload, len);
+}
+
 void persist_created(struct persist *p, const struct task *t)
 {
 	struct rec r;
@@ -91,10 +101,11 @@ void persist_created(struct persist *p, const struct task *t)
 void persist_started(struct persist *p, const struct task *t)
 {
 	struct rec r;
-	rec_begin(&r, 3);
+	rec_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_int(&r, "attempt", t->attempt);
 	kv_int(&r, "at", t->started_ms);
+	kv_json(&r, "sandbox", t->sandbox);   /* the sandbox this attempt really got */
 	rec_end(p, &r, REC_START);
 }
 
@@ -206,9 +217,10 @@ int persist_finished(struct persist *p, struct task *t)
 		return rc;
 	}
 	struct rec r;
-	rec_begin(&r, 7);
+	rec_begin(&r, 8);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "status", task_status_name(t->status));
+	kv_json(&r, "artifacts", t->artifacts);
 	if (t->result_blob[0])
 		kv_str(&r, "resultBlob", t->result_blob);
 	else
@@ -256,7 +268,9 @@ static int snap_task(struct persist *p, struct task *t)
 	for (struct task_answer *a = t->answers; a; a = a->next)
 		n++;
 	struct rec r;
-	rec_begin(&r, 22);
+	rec_begin(&r, 24);
+	kv_json(&r, "sandbox", t->sandbox);
+	kv_json(&r, "artifacts", t->artifacts);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "tool", t->tool_name);
 	kv_json(&r, "args", t->args);
@@ -396,6 +410,8 @@ int persist_compact(struct persist *p)
 	struct snapctx c = { p };
 	if (rc == 0)
 		tasks_tombstone_each(p->sv->tasks, snap_tomb, &c);
+	if (rc == 0 && p->sv->transfers)
+		rc = transfer_snapshot(p->sv->transfers);
 	if (rc == 0)
 		rc = journal_rewrite_end(p->j);
 	if (rc == 0) {
@@ -641,6 +657,8 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 				t->answers = ta;
 			}
 		}
+		t->sandbox = get_json(m, "sandbox", &bad);
+		t->artifacts = get_json(m, "artifacts", &bad);
 		if ((rc = load_checkpoint(p, t, m, "checkpoint", NULL)) < 0)
 			goto blob_fail;
 		t->checkpoint_seq = get_i(m, "seq");
@@ -661,6 +679,8 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		t->started_ms = t->updated_ms = get_i(m, "at");
 		t->was_running = 1;
 		t->not_before = 0;
+		cJSON_Delete(t->sandbox);
+		t->sandbox = get_json(m, "sandbox", &bad);
 		break;
 	case REC_PROGRESS:
 		free(t->progress_msg);
@@ -721,6 +741,8 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 			goto blob_fail;
 		cJSON_Delete(t->error);
 		t->error = get_json(m, "error", &bad);
+		cJSON_Delete(t->artifacts);
+		t->artifacts = get_json(m, "artifacts", &bad);
 		t->finished_ms = t->updated_ms = get_i(m, "at");
 		t->expires_ms = get_i(m, "expires");
 		t->was_running = 0;
@@ -775,6 +797,11 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	}
 	rp->err = err;
 	rp->errlen = errlen;
+	if (type >= REC_EXT_FIRST && type <= REC_EXT_LAST) {
+		int r = rp->p->sv->transfers ? transfer_replay(rp->p->sv->transfers, type, &f.root, err, errlen) : 0;
+		frame_release(&f);
+		return r;
+	}
 	if (rp->tap) {
 		const char *id;
 		size_t n;

@@ -21,7 +21,14 @@ enum {
 	REC_CREATE = 1, REC_START = 2, REC_PROGRESS = 3, REC_CHECKPOINT = 4, REC_ASK = 5,
 	REC_ANSWER = 6, REC_FINISH = 7, REC_RETRY = 8, REC_EXPIRE = 9,
 	REC_SNAP_TASK = 32, REC_SNAP_TOMB = 33,
+	/* 64..95 belong to file transfers (transfer.c): appended with persist_append, replayed
+	 * through transfer_replay(), written into snapshots by transfer_snapshot(). */
+	REC_EXT_FIRST = 64, REC_EXT_LAST = 95,
 };
+
+/* Append a record built by another module (types REC_EXT_FIRST..REC_EXT_LAST).  The payload is a
+ * msgpack map.  0 or -errno. */
+int persist_append(struct persist *p, uint8_t type, const void *payload, size_t len);
 
 struct persist;
 

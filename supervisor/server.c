@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "era2026.h"
 #include "facade.h"
 #include "jsonrpc.h"
 #include "schema.h"
+#include "server_int.h"
 #include "session.h"
 #include "tasks.h"
 #include "transfer.h"
@@ -45,6 +47,7 @@ struct pending {
 	double last_progress;
 	int64_t last_sent;
 	struct loop_timer *auto_timer;
+	char elicited[208];    /* question id already sent to the caller as an elicitation */
 	struct pending *next;
 };
 
@@ -78,6 +81,7 @@ struct server {
 	struct watch *watches;
 	struct outreq *outreqs;
 	long next_out_id;
+	struct era2026 *era;   /* requests of the 2026-07-28 (stateless) era */
 };
 
 #define RELATED_TASK "io.modelcontextprotocol/related-task"
@@ -104,6 +108,16 @@ static void reply_error(struct msess *ms, const cJSON *id, int code, const char 
 static void notify_session(struct msess *ms, const char *method, cJSON *params)
 {
 	send_line(ms, rpc_notification(method, params));
+}
+
+void server_reply(struct msess *ms, const cJSON *id, cJSON *result)
+{
+	reply(ms, id, result);
+}
+
+void server_reply_error(struct msess *ms, const cJSON *id, int code, const char *msg, cJSON *data)
+{
+	send_line(ms, rpc_error(id, code, msg, data));
 }
 
 /* ---- logging to clients ---------------------------------------------------------------- */
@@ -142,25 +156,30 @@ static void pending_unlink(struct server *srv, struct pending *p)
 	free(p);
 }
 
-static void send_progress(struct pending *p, int force)
+void server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
+                          double *last, int64_t *last_sent, int force)
 {
-	const struct task *t = p->t;
 	int64_t now = loop_now();
-	if (!p->token || (!force && now - p->last_sent < PROGRESS_MIN_MS))
+	if (!token || (!force && now - *last_sent < PROGRESS_MIN_MS))
 		return;
 	/* progress must strictly increase: a repeated or lower fraction still moves it a hair. */
-	double v = t->fraction >= 0 ? t->fraction : p->last_progress < 0 ? 0 : p->last_progress;
-	if (v <= p->last_progress)
-		v = nextafter(p->last_progress, 2.0);
+	double v = t->fraction >= 0 ? t->fraction : *last < 0 ? 0 : *last;
+	if (v <= *last)
+		v = nextafter(*last, 2.0);
 	cJSON *params = cJSON_CreateObject();
-	cJSON_AddItemToObject(params, "progressToken", cJSON_Duplicate(p->token, 0));
+	cJSON_AddItemToObject(params, "progressToken", cJSON_Duplicate(token, 0));
 	cJSON_AddNumberToObject(params, "progress", v);
 	cJSON_AddNumberToObject(params, "total", 1);
 	if (t->progress_msg)
 		cJSON_AddStringToObject(params, "message", t->progress_msg);
-	notify_session(p->ms, "notifications/progress", params);
-	p->last_progress = v;
-	p->last_sent = now;
+	notify_session(ms, "notifications/progress", params);
+	*last = v;
+	*last_sent = now;
+}
+
+static void send_progress(struct pending *p, int force)
+{
+	server_send_progress(p->ms, p->token, p->t, &p->last_progress, &p->last_sent, force);
 }
 
 static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
@@ -178,7 +197,7 @@ static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
 
 /* ---- native tasks (2025-11-25) -------------------------------------------------------------- */
 
-static const char *status_message(const struct task *t)
+const char *server_task_status_message(const struct task *t)
 {
 	if (t->status == TASK_INPUT_REQUIRED && t->question_prompt)
 		return t->question_prompt;
@@ -194,7 +213,7 @@ static cJSON *native_task(const struct task *t)
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
-	const char *sm = status_message(t);
+	const char *sm = server_task_status_message(t);
 	if (sm)
 		cJSON_AddStringToObject(o, "statusMessage", sm);
 	facade_iso_time(t->created_ms, ts);
@@ -227,39 +246,11 @@ static void watch_unlink(struct server *srv, struct watch *w)
 
 static void watch_progress(struct watch *w, const struct task *t)
 {
-	int64_t now = loop_now();
-	if (!w->token || now - w->last_sent < PROGRESS_MIN_MS)
-		return;
-	double v = t->fraction >= 0 ? t->fraction : w->last_progress < 0 ? 0 : w->last_progress;
-	if (v <= w->last_progress)
-		v = nextafter(w->last_progress, 2.0);
-	cJSON *params = cJSON_CreateObject();
-	cJSON_AddItemToObject(params, "progressToken", cJSON_Duplicate(w->token, 0));
-	cJSON_AddNumberToObject(params, "progress", v);
-	cJSON_AddNumberToObject(params, "total", 1);
-	if (t->progress_msg)
-		cJSON_AddStringToObject(params, "message", t->progress_msg);
-	notify_session(w->ms, "notifications/progress", params);
-	w->last_progress = v;
-	w->last_sent = now;
+	server_send_progress(w->ms, w->token, t, &w->last_progress, &w->last_sent, 0);
 }
 
-/* Ask the creator's client the job's question through elicitation, once per question. */
-static void elicit(struct server *srv, struct watch *w, const struct task *t)
+cJSON *server_elicit_params(const struct task *t)
 {
-	if (!w->ms->elicitation || !t->question_id || strcmp(w->elicited, t->question_id) == 0)
-		return;
-	struct outreq *o = calloc(1, sizeof *o);
-	if (!o)
-		return;
-	o->id = ++srv->next_out_id;
-	o->ms = w->ms;
-	memcpy(o->task, t->id, sizeof o->task);
-	snprintf(o->qid, sizeof o->qid, "%s", t->question_id);
-	snprintf(w->elicited, sizeof w->elicited, "%s", t->question_id);
-	o->next = srv->outreqs;
-	srv->outreqs = o;
-
 	cJSON *p = cJSON_CreateObject();
 	cJSON_AddStringToObject(p, "mode", "form");
 	cJSON_AddStringToObject(p, "message", t->question_prompt ? t->question_prompt : "");
@@ -271,11 +262,53 @@ static void elicit(struct server *srv, struct watch *w, const struct task *t)
 	if (t->question_choices)
 		cJSON_AddItemToObject(resp, "enum", cJSON_Duplicate(t->question_choices, 1));
 	cJSON_AddItemToArray(cJSON_AddArrayToObject(schema, "required"), cJSON_CreateString("response"));
+	return p;
+}
+
+/* Ask the creator's client the job's question through elicitation, once per question. */
+static void elicit_to(struct server *srv, struct msess *ms, const struct task *t, char *elicited, size_t len)
+{
+	if (!ms->elicitation || !t->question_id || strcmp(elicited, t->question_id) == 0)
+		return;
+	struct outreq *o = calloc(1, sizeof *o);
+	if (!o)
+		return;
+	o->id = ++srv->next_out_id;
+	o->ms = ms;
+	memcpy(o->task, t->id, sizeof o->task);
+	snprintf(o->qid, sizeof o->qid, "%s", t->question_id);
+	snprintf(elicited, len, "%s", t->question_id);
+	o->next = srv->outreqs;
+	srv->outreqs = o;
+
+	cJSON *p = server_elicit_params(t);
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "_meta"), RELATED_TASK),
 	                        "taskId", t->id);
 	cJSON *id = cJSON_CreateNumber((double)o->id);
-	send_line(w->ms, rpc_request(id, "elicitation/create", p));
+	send_line(ms, rpc_request(id, "elicitation/create", p));
 	cJSON_Delete(id);
+}
+
+static void elicit(struct server *srv, struct watch *w, const struct task *t)
+{
+	elicit_to(srv, w->ms, t, w->elicited, sizeof w->elicited);
+}
+
+const cJSON *server_elicited_answer(const struct task *t, const cJSON *res)
+{
+	const cJSON *action = cJSON_GetObjectItemCaseSensitive(res, "action");
+	const cJSON *content = cJSON_GetObjectItemCaseSensitive(res, "content");
+	if (!cJSON_IsString(action) || strcmp(action->valuestring, "accept") != 0 || !cJSON_IsObject(content))
+		return NULL;
+	const cJSON *resp = cJSON_GetObjectItemCaseSensitive(content, "response");
+	if (!t->question_choices)
+		return cJSON_IsString(resp) ? resp : content;   /* a free-form question takes any form */
+	const cJSON *c;
+	if (cJSON_IsString(resp))
+		cJSON_ArrayForEach(c, t->question_choices)
+			if (cJSON_IsString(c) && strcmp(c->valuestring, resp->valuestring) == 0)
+				return resp;
+	return NULL;
 }
 
 static void on_response(struct msess *ms, const struct rpc_msg *m)
@@ -289,21 +322,20 @@ static void on_response(struct msess *ms, const struct rpc_msg *m)
 			continue;
 		*pp = o->next;
 		struct task *t = tasks_find(srv->sv->tasks, o->task);
-		const cJSON *action = cJSON_GetObjectItem(m->result, "action");
-		const cJSON *content = cJSON_GetObjectItem(m->result, "content");
-		const cJSON *answer = cJSON_GetObjectItem(content, "response");
-		/* Declined, cancelled or malformed: the question stays open for durable_task_respond. */
-		if (t && t->status == TASK_INPUT_REQUIRED && t->question_id && strcmp(t->question_id, o->qid) == 0 &&
-		    cJSON_IsString(action) && strcmp(action->valuestring, "accept") == 0 && cJSON_IsString(answer)) {
-			int ok = !t->question_choices;
-			const cJSON *c;
-			cJSON_ArrayForEach(c, t->question_choices)
-				if (cJSON_IsString(c) && strcmp(c->valuestring, answer->valuestring) == 0)
-					ok = 1;
-			if (ok)
-				tasks_respond(srv->sv->tasks, t, answer);
-		}
+		const cJSON *answer = t && t->status == TASK_INPUT_REQUIRED && t->question_id &&
+			strcmp(t->question_id, o->qid) == 0 ? server_elicited_answer(t, m->result) : NULL;
 		free(o);
+		if (answer) {
+			tasks_respond(srv->sv->tasks, t, answer);
+			return;
+		}
+		/* Declined, cancelled or malformed: the question stays open for durable_task_respond,
+		 * and a plain call still waiting on it gets the task handle to do that with. */
+		for (struct pending *p = srv->pending, *next; t && p; p = next) {
+			next = p->next;
+			if (p->kind == PEND_CALL && p->t == t && p->ms == ms)
+				answer_pending(srv, p, facade_result(facade_handle(srv->sv, t), 0));
+		}
 		return;
 	}
 }
@@ -318,6 +350,7 @@ static void status_notification(struct server *srv, const struct task *t)
 static void on_task(void *arg, struct task *t, enum task_event ev)
 {
 	struct server *srv = arg;
+	era2026_on_task(srv->era, t, ev);
 	struct watch *w = srv->watches ? find_watch(srv, t->id) : NULL;
 	if (w) {
 		if (ev == TASK_EV_PROGRESS) {
@@ -343,6 +376,9 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 			send_progress(p, 0);
 		} else if (TASK_TERMINAL(t->status)) {
 			answer_pending(srv, p, facade_final_result(srv->sv, t));
+		} else if (t->status == TASK_INPUT_REQUIRED && p->ms->elicitation && t->question_id) {
+			/* The caller waits in this call and can answer: ask it, once per question. */
+			elicit_to(srv, p->ms, t, p->elicited, sizeof p->elicited);
 		} else if (t->status == TASK_INPUT_REQUIRED) {
 			/* The caller is blocked in this call and cannot answer: hand back the task so
 			 * the model can read the question and respond through the facade. */
@@ -414,19 +450,15 @@ static void m_initialize(struct msess *ms, const cJSON *id, const cJSON *params)
 	reply(ms, id, r);
 }
 
-static void m_tools_list(struct msess *ms, const cJSON *id, const cJSON *params)
+cJSON *server_tools_page(struct server *srv, const cJSON *cursor)
 {
-	struct server *srv = ms->srv;
-	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
 	int start = 0, total = cJSON_GetArraySize(srv->tools);
 	if (cursor) {
 		char *end = NULL;
 		long v = cJSON_IsString(cursor) && cursor->valuestring[0] == 't'
 			? strtol(cursor->valuestring + 1, &end, 10) : -1;
-		if (!end || *end || v <= 0 || v >= total) {
-			reply_error(ms, id, RPC_INVALID_PARAMS, "tools/list: invalid cursor");
-			return;
-		}
+		if (!end || *end || v <= 0 || v >= total)
+			return NULL;
 		start = (int)v;
 	}
 	cJSON *r = cJSON_CreateObject();
@@ -443,10 +475,19 @@ static void m_tools_list(struct msess *ms, const cJSON *id, const cJSON *params)
 		snprintf(c, sizeof c, "t%d", start + TOOLS_PAGE);
 		cJSON_AddStringToObject(r, "nextCursor", c);
 	}
-	reply(ms, id, r);
+	return r;
 }
 
-static const cJSON *facade_schema(struct server *srv, const char *name)
+static void m_tools_list(struct msess *ms, const cJSON *id, const cJSON *params)
+{
+	cJSON *r = server_tools_page(ms->srv, cJSON_GetObjectItemCaseSensitive(params, "cursor"));
+	if (r)
+		reply(ms, id, r);
+	else
+		reply_error(ms, id, RPC_INVALID_PARAMS, "tools/list: invalid cursor");
+}
+
+const cJSON *server_tool_schema(struct server *srv, const char *name)
 {
 	const cJSON *t;
 	cJSON_ArrayForEach(t, srv->tools)
@@ -476,7 +517,7 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 	}
 	if (transfer_is_tool(name->valuestring)) {
 		cJSON *r = sv->transfers ? transfer_call(sv->transfers, name->valuestring,
-		                                         facade_schema(srv, name->valuestring), args)
+		                                         server_tool_schema(srv, name->valuestring), args)
 		                         : facade_error("internal_error", "file transfer is not available", 0, "");
 		cJSON_Delete(args);
 		if (r)
@@ -486,7 +527,7 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		return;
 	}
 	if (facade_is_tool(name->valuestring)) {
-		cJSON *r = facade_call(sv, name->valuestring, facade_schema(srv, name->valuestring), args);
+		cJSON *r = facade_call(sv, name->valuestring, server_tool_schema(srv, name->valuestring), args);
 		cJSON_Delete(args);
 		if (r)
 			reply(ms, id, r);
@@ -707,6 +748,8 @@ static void n_cancelled(struct msess *ms, const cJSON *params)
 	struct server *srv = ms->srv;
 	const cJSON *rid = cJSON_GetObjectItemCaseSensitive(params, "requestId");
 	const cJSON *reason = cJSON_GetObjectItemCaseSensitive(params, "reason");
+	if (era2026_cancelled(srv->era, ms, rid, cJSON_GetStringValue(reason)))
+		return;
 	for (struct pending *p = srv->pending; p; p = p->next) {
 		if (p->ms != ms || !same_id(p->id, rid))
 			continue;
@@ -731,6 +774,12 @@ static void dispatch(struct msess *ms, struct rpc_msg *m)
 			n_cancelled(ms, m->params);
 		}
 		return;   /* other notifications need no action */
+	}
+	/* A request that names its protocol version in _meta stands alone (2026-07-28): no
+	 * initialize, its capabilities travel with it. */
+	if (era2026_claims(m->params)) {
+		era2026_request(ms->srv->era, ms, m->id, method, m->params);
+		return;
 	}
 	if (strcmp(method, "ping") == 0) {
 		reply(ms, m->id, cJSON_CreateObject());
@@ -838,6 +887,12 @@ struct server *server_new(struct supervisor *sv)
 		cJSON_AddItemToArray(srv->tools, configured_tool_def(&sv->cfg->tools[i]));
 	facade_list_tools(srv->tools);
 	transfer_list_tools(srv->tools);
+	srv->era = era2026_new(srv, sv);
+	if (!srv->era) {
+		cJSON_Delete(srv->tools);
+		free(srv);
+		return NULL;
+	}
 	tasks_set_observer(sv->tasks, on_task, srv);
 	sv->log.sink = log_sink;
 	sv->log.sink_arg = srv;
@@ -854,6 +909,7 @@ void server_free(struct server *srv)
 		pending_unlink(srv, srv->pending);
 	while (srv->watches)
 		watch_unlink(srv, srv->watches);
+	era2026_free(srv->era);
 	for (struct outreq *o = srv->outreqs, *n; o; o = n) {
 		n = o->next;
 		free(o);

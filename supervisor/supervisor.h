@@ -11,6 +11,8 @@
 struct tasks;
 struct server;
 struct persist;
+struct transfers;
+struct sandbox;
 
 struct supervisor {
 	struct loop *loop;
@@ -21,6 +23,8 @@ struct supervisor {
 	struct tasks *tasks;
 	struct server *server;
 	struct persist *persist;   /* NULL: nothing is journaled (unit tests) */
+	struct transfers *transfers; /* file transfers (transfer.c); NULL in ops commands */
+	struct sandbox *sandbox;   /* host probe + compiled filters; made on first use if NULL */
 };
 
 #endif

@@ -15,6 +15,7 @@
 #include "frame.h"
 #include "job.h"
 #include "persist.h"
+#include "transfer.h"
 #include "wire.h"
 
 #define MAX_QUESTION_ID   200
@@ -234,6 +235,8 @@ void task_free(struct task *t)
 	cJSON_Delete(t->result);
 	cJSON_Delete(t->error);
 	cJSON_Delete(t->pending_error);
+	cJSON_Delete(t->sandbox);
+	cJSON_Delete(t->artifacts);
 	free(t->checkpoint);
 	free(t->cancel_reason);
 	free(t);
@@ -311,6 +314,13 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 	t->result_is_mcp = is_mcp;
 	t->error = error;
 	clear_question(t);
+	if (st == TASK_COMPLETED && ts->sv->transfers) {
+		/* Files the job left in outputs/ become the task's artifacts, listed with its result. */
+		char work[4200];
+		snprintf(work, sizeof work, "%s/tasks/%s/work", ts->sv->state_dir, t->id);
+		cJSON_Delete(t->artifacts);
+		t->artifacts = transfer_collect_artifacts(ts->sv->transfers, t, work);
+	}
 	touch(t);
 	t->finished_ms = t->updated_ms;
 	t->expires_ms = t->finished_ms + (int64_t)((t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
@@ -788,6 +798,16 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 			if (!try_retry(ts, t, cJSON_Duplicate(pending, 1)))
 				finish(ts, t, TASK_FAILED, NULL, 0, cJSON_Duplicate(pending, 1));
 			cJSON_Delete(pending);
+		} else if (x->sandbox_code) {
+			cJSON *e = task_envelope(x->sandbox_code, x->sandbox_message, 0, x->limit
+				? "The job needs more than its sandbox allows: call the tool again with less work, or raise the limit named in error.limit (sandbox section of the config)."
+				: "The job tried something its sandbox forbids (docs/sandbox.md); fix the job, or give the tool a profile that allows it.");
+			if (x->limit) {
+				cJSON_AddStringToObject(e, "limit", x->limit);
+				cJSON_AddNumberToObject(e, "limitValue", (double)x->limit_value);
+			}
+			cJSON_AddStringToObject(e, "output", x->tail);
+			finish(ts, t, TASK_FAILED, NULL, 0, e);
 		} else if (x->exited && x->status == 0) {
 			cJSON *r = cJSON_CreateObject();
 			cJSON_AddNumberToObject(r, "exitCode", 0);
@@ -934,6 +954,15 @@ static int start_job(struct tasks *ts, struct task *t)
 		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
 		goto fail;
 	}
+	if (sv->transfers) {
+		/* Uploaded files named in the arguments are placed read-only in work/inputs/. */
+		cJSON *env = NULL;
+		if (transfer_prepare_args(sv->transfers, tool->input_schema, t->args, work, &env) < 0) {
+			finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
+			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
+			return -EINVAL;
+		}
+	}
 	argv = calloc(tool->argc + 1, sizeof *argv);
 	if (!argv) {
 		rc = -ENOMEM;
@@ -976,10 +1005,13 @@ static int start_job(struct tasks *ts, struct task *t)
 		.cwd = tool->cwd ? tool->cwd : work, .log_path = logp,
 		.log_max_bytes = sv->cfg->server.log_max_bytes,
 		.max_frame = (size_t)sv->cfg->server.max_frame_bytes,
+		.sandbox = &tool->sandbox, .work_dir = work,
 	};
 	rc = job_start(sv, &spec, &job_cb, t, &t->job, err, sizeof err);
 	if (rc < 0)
 		goto fail;
+	cJSON_Delete(t->sandbox);
+	t->sandbox = cJSON_Parse(job_sandbox_json(t->job));
 	ts->running++;
 	t->was_running = 1;
 	t->started_ms = loop_wall_ms();
@@ -1004,8 +1036,13 @@ fail:
 	{
 		char msg[4500];
 		snprintf(msg, sizeof msg, "The job could not be started: %s.", err);
-		fail(ts, t, "job_failed", msg, 1,
-		     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+		if (rc == -ENOTSUP)   /* sandbox.require cannot be met: refuse rather than run weaker */
+			fail(ts, t, "sandbox_violation", msg, 0,
+			     "The tool demands a sandbox this server cannot provide; tell the operator "
+			     "(forkpoint sandbox-check shows what the host supports).");
+		else
+			fail(ts, t, "job_failed", msg, 1,
+			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
 	}
 	return rc;
 }

@@ -49,11 +49,13 @@ struct task {
 	cJSON *result;                /* completed: the job's value, or an explicit MCP result */
 	int result_is_mcp;
 	cJSON *error;                 /* failed/cancelled: the envelope {code,message,retryable,recoveryHint} */
+	cJSON *artifacts;             /* completed: [{name,size,sha256,uri}] from work/outputs, or NULL */
 	void *checkpoint; size_t checkpoint_len; int64_t checkpoint_seq;
 	char checkpoint_blob[65];     /* sha256 name when stored as a blob, else "" */
 	char result_blob[65];         /* same, for a large result */
 	int cancel_requested;
 	char *cancel_reason;
+	cJSON *sandbox;               /* the effective sandbox of the latest run, or NULL */
 	/* runtime */
 	struct tasks *owner;
 	struct job *job;

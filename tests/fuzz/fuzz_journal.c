@@ -6,6 +6,7 @@
  * fsck finds nothing after a repair, and a snapshot written afterwards replays alone.
  * Built by `make fuzz`. */
 #include "journal.h"
+#include "crc32c.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -67,12 +68,38 @@ static void count_log(void *arg, const char *msg)
 	((struct seen *)arg)->logs++;
 }
 
-static void write_segment(const char *state, uint64_t seq, int header, const uint8_t *p,
-			  size_t len)
+/* Give every record that fits in buf a correct checksum: a fuzzer cannot forge CRC32C by
+ * itself, and without this it would hardly ever get past the first record. */
+static void fix_checksums(uint8_t *buf, size_t len)
+{
+	size_t off = 0;
+
+	while (len - off >= 9) {
+		uint32_t l = (uint32_t)buf[off] | (uint32_t)buf[off + 1] << 8 |
+			     (uint32_t)buf[off + 2] << 16 | (uint32_t)buf[off + 3] << 24;
+		if (l > len - off - 9)
+			break;
+		uint8_t type = buf[off + 8];
+		uint32_t c = crc32c_mask(crc32c(crc32c(0, &type, 1), buf + off + 9, l));
+		for (int i = 0; i < 4; i++)
+			buf[off + 4 + i] = (uint8_t)(c >> (8 * i));
+		off += 9 + (size_t)l;
+	}
+}
+
+static void write_segment(const char *state, uint64_t seq, int header, int fix,
+			  const uint8_t *data, size_t len)
 {
 	char path[PATH_MAX + 64];
 	unsigned char hdr[16];
+	uint8_t *p = malloc(len + 1);
 	int fd;
+
+	if (p == NULL)
+		abort();
+	memcpy(p, data, len);
+	if (fix)
+		fix_checksums(p, len);
 
 	snprintf(path, sizeof path, "%s/journal/%016" PRIx64 ".seg", state, seq);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -88,6 +115,7 @@ static void write_segment(const char *state, uint64_t seq, int header, const uin
 	if (len > 0 && write(fd, p, len) != (ssize_t)len)
 		abort();
 	close(fd);
+	free(p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -115,17 +143,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 
 	/* Byte 0: bit 0 prepends valid headers, bit 1 splits into two segments at a point
-	 * chosen by byte 1, bit 2 writes through tiny segments afterwards. */
+	 * chosen by byte 1, bit 2 writes through tiny segments afterwards, bit 3 gives the
+	 * records valid checksums. */
 	uint8_t mode = data[0];
 	size_t split = 0;
 	const uint8_t *body = data + 2;
 	size_t blen = size - 2;
 	if (mode & 2) {
 		split = (size_t)data[1] * blen / 256;
-		write_segment(state, 1, mode & 1, body, split);
-		write_segment(state, 2, mode & 1, body + split, blen - split);
+		write_segment(state, 1, mode & 1, mode & 8, body, split);
+		write_segment(state, 2, mode & 1, mode & 8, body + split, blen - split);
 	} else {
-		write_segment(state, 1, mode & 1, body, blen);
+		write_segment(state, 1, mode & 1, mode & 8, body, blen);
 	}
 	rw.segment_bytes = (mode & 4) ? 64 : 0;
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -400,6 +401,13 @@ static int build(const char *state, uint64_t n, uint64_t per, uint64_t seg_bytes
 	}
 	journal_close(j);
 	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ---- tests ------------------------------------------------------------------------------------ */
@@ -790,6 +798,99 @@ out:
 	rm_rf(state);
 }
 
+/* Deciding "torn or damaged" must stay fast on big tails and still find big valid records. */
+static void test_big_tails(struct tally *t)
+{
+	char state[256], err[512], path[PATH_MAX];
+	struct sink s = {0};
+	struct journal *j = NULL;
+	const size_t sizes[] = { 4095, 4096, 4097, 70001, (1u << 20) + 3 };
+	const size_t big = 16u << 20;
+	unsigned char *rnd = malloc(big);
+	uint64_t seed = 7, lo, hi;
+	int refused = 0, rc;
+
+	for (size_t i = 0; i < big; i++)
+		rnd[i] = (unsigned char)next_rand(&seed);
+
+	/* A damaged small record followed by a valid big one is damage, whatever the size. */
+	for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+		tmp_state(state, sizeof state);
+		build(state, 20, 5, 0);
+		rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
+		if (rc == 0) {
+			journal_append(j, 1, "small record", 12);
+			journal_append(j, 2, rnd + k, sizes[k]);
+			journal_commit(j);
+			journal_close(j);
+			j = NULL;
+		}
+		seg_range(state, &lo, &hi);
+		seg_path(path, sizeof path, state, hi);
+		unsigned char *img;
+		size_t len;
+		read_file(path, &img, &len);
+		size_t small_at = len - sizes[k] - 9 - 12 - 9;
+		img[small_at + 9 + 3] ^= 0x20;
+		write_file(path, img, len);
+		free(img);
+		rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
+		if (rc == -EBADMSG && strstr(err, "valid records follow") != NULL)
+			refused++;
+		else
+			printf("# valid %zu-byte record after a bad one: rc %d %s\n", sizes[k], rc, err);
+		journal_close(j);
+		j = NULL;
+		rm_rf(state);
+	}
+	CHECK(t, refused == (int)(sizeof sizes / sizeof *sizes),
+	      "a valid record of 4095 B .. 1 MiB after a bad one is found: refused as damage");
+
+	/* A 16 MiB record torn in the middle: its payload is scanned for records quickly (a
+	 * direct checksum per candidate offset would take many seconds here). */
+	tmp_state(state, sizeof state);
+	build(state, 20, 5, 0);
+	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
+	if (rc == 0) {
+		journal_append(j, 2, rnd, big);
+		journal_commit(j);
+		journal_close(j);
+		j = NULL;
+	}
+	seg_range(state, &lo, &hi);
+	seg_path(path, sizeof path, state, hi);
+	long full = file_size(path);
+	CHECK(t, truncate(path, full - (long)big / 2) == 0, "tear a 16 MiB record in the middle");
+	double t0 = now_s();
+	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
+	double took = now_s() - t0;
+	journal_close(j);
+	j = NULL;
+	printf("# torn 16 MiB record: recovery took %.3f s\n", took);
+	CHECK(t, rc == 0 && s.got.n == 20 && file_size(path) == full - (long)big - 9,
+	      "the torn 16 MiB record is cut, the 20 records before it stay");
+	CHECK(t, took < 2.0, "... in well under the time a direct scan would take");
+
+	/* 16 MiB of random bytes after the last record. */
+	full = file_size(path);
+	FILE *f = fopen(path, "ab");
+	if (f != NULL) {
+		fwrite(rnd, 1, big, f);
+		fclose(f);
+	}
+	t0 = now_s();
+	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
+	took = now_s() - t0;
+	journal_close(j);
+	j = NULL;
+	printf("# 16 MiB random tail: recovery took %.3f s\n", took);
+	CHECK(t, rc == 0 && s.got.n == 20 && file_size(path) == full && took < 2.0,
+	      "a 16 MiB random tail is cut quickly");
+	rm_rf(state);
+	free(rnd);
+	got_reset(&s.got);
+}
+
 static void test_torn_creation(struct tally *t)
 {
 	char state[256], err[512], path[PATH_MAX], side[PATH_MAX + 64];
@@ -1049,8 +1150,26 @@ static void test_incomplete_snapshot(struct tally *t)
 	journal_close(j);
 	j = NULL;
 
-	/* An unfinished snapshot followed by a newer segment cannot be a torn compaction. */
+	/* A damaged first record whose type byte reads BEGIN does not make a snapshot. */
 	seg_range(state, &lo, &hi);
+	seg_path(path, sizeof path, state, hi);
+	{
+		unsigned char *img;
+		size_t len;
+		read_file(path, &img, &len);
+		unsigned char was = img[16 + 8];
+		img[16 + 8] = JOURNAL_SNAPSHOT_BEGIN;
+		write_file(path, img, len);
+		rc = open_j(state, 0, 4096, &s, &j, err, sizeof err);
+		CHECK(t, rc == -EBADMSG && strstr(err, "valid records follow") != NULL &&
+		      count_names(state, "torn-", ".bin") == 1 && file_size(path) == (long)len,
+		      "a bad first record reading BEGIN is damage, not an unfinished snapshot");
+		img[16 + 8] = was;
+		write_file(path, img, len);
+		free(img);
+	}
+
+	/* An unfinished snapshot followed by a newer segment cannot be a torn compaction. */
 	seg_path(path, sizeof path, state, hi + 1);
 	off = encode_header(buf, hi + 1);
 	off += encode_record(buf + off, JOURNAL_SNAPSHOT_BEGIN, "", 0);
@@ -1171,11 +1290,113 @@ out:
 	rm_rf(state);
 }
 
-static double now_s(void)
+/* ---- a reader beside a live writer --------------------------------------------------------- */
+
+/* Records of the live-writer test: type 1 carries a counter value, type 2 (only ever first,
+ * inside a snapshot) says every value up to it is done. */
+struct live_check {
+	uint64_t next;
+	uint64_t seen;
+	int broken;
+};
+
+static int live_rec(void *arg, uint8_t type, const void *payload, size_t len, char *err,
+		    size_t errlen)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	struct live_check *c = arg;
+	uint64_t v;
+
+	(void)err;
+	(void)errlen;
+	if (len != sizeof v) {
+		c->broken = 1;
+		return 0;
+	}
+	memcpy(&v, payload, sizeof v);
+	if (type == 2 && c->seen == 0)
+		c->next = v + 1;
+	else if (type == 1 && v == c->next)
+		c->next++;
+	else
+		c->broken = 1;
+	c->seen++;
+	return 0;
+}
+
+/* The writer: commits counter values five at a time into 4 KiB segments and compacts every
+ * 40 commits, until `seconds` have passed.  Runs in a child process (it holds the lock). */
+static int live_writer(const char *state, double seconds)
+{
+	struct journal_opts o = { .segment_bytes = 4096 };
+	struct journal *j;
+	char err[512];
+	double end = now_s() + seconds;
+	uint64_t v = 0;
+	int commits = 0;
+
+	if (journal_open(state, &o, NULL, NULL, NULL, &j, err, sizeof err) < 0)
+		return 1;
+	while (now_s() < end) {
+		for (int i = 0; i < 5; i++, v++)
+			if (journal_append(j, 1, &v, sizeof v) < 0)
+				return 1;
+		if (journal_commit(j) < 0)
+			return 1;
+		if (++commits % 40 == 0) {
+			uint64_t done = v - 1;
+			if (journal_rewrite_begin(j) < 0 ||
+			    journal_append(j, 2, &done, sizeof done) < 0 ||
+			    journal_rewrite_end(j) < 0)
+				return 1;
+		}
+	}
+	journal_close(j);
+	return 0;
+}
+
+static void test_live_reader(struct tally *t)
+{
+	char state[256], err[512];
+	struct journal_opts o = { .read_only = 1 };
+	int opens = 0, failed = 0, broken = 0, status = 0;
+	uint64_t most = 0;
+	pid_t pid;
+
+	tmp_state(state, sizeof state);
+	/* Let the writer create the journal before the first read. */
+	if (build(state, 0, 1, 4096) < 0) {
+		CHECK(t, 0, "create the live journal");
+		goto out;
+	}
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0)
+		_exit(live_writer(state, 1.5));
+	double end = now_s() + 1.4;
+	while (now_s() < end) {
+		struct live_check c = {0};
+		struct journal *j = NULL;
+		int rc = journal_open(state, &o, live_rec, NULL, &c, &j, err, sizeof err);
+		opens++;
+		if (rc < 0) {
+			failed++;
+			printf("# read-only open beside the writer: %s\n", err);
+		} else if (c.broken) {
+			broken++;
+		}
+		if (c.next > most)
+			most = c.next;
+		journal_close(j);
+	}
+	waitpid(pid, &status, 0);
+	printf("# %d read-only opens beside a writer that compacts; up to value %" PRIu64 "\n",
+	       opens, most);
+	CHECK(t, WIFEXITED(status) && WEXITSTATUS(status) == 0, "the writer ran without error");
+	CHECK(t, opens > 10 && most > 0, "the reader saw the journal grow");
+	CHECK(t, failed == 0, "read-only opens beside a live writer never fail");
+	CHECK(t, broken == 0, "each one sees a consistent prefix (snapshot + contiguous values)");
+out:
+	rm_rf(state);
 }
 
 static int count_only(void *arg, uint8_t type, const void *payload, size_t len, char *err,
@@ -1240,6 +1461,7 @@ int main(void)
 	test_group_commit_and_roll(&t);
 	test_torn_every_offset(&t);
 	test_damage(&t);
+	test_big_tails(&t);
 	test_torn_creation(&t);
 	test_fsck(&t);
 	test_snapshot(&t);
@@ -1247,6 +1469,7 @@ int main(void)
 	test_incomplete_snapshot(&t);
 	test_lock(&t);
 	test_write_failure(&t);
+	test_live_reader(&t);
 	test_speed(&t);
 	printf("%d passed, %d failed\n", t.pass, t.fail);
 	return t.fail == 0 ? 0 : 1;

@@ -1,0 +1,54 @@
+/* supervisor/resources.h — what transfer.c and resources.c share: the forkpoint:// URI scheme
+ * and where a task's files live.  The MCP-facing entry points (resources/list, templates/list,
+ * read, artifact collection, result links) are declared in transfer.h.
+ *
+ *   forkpoint://tasks/{taskId}/result            the task's outcome, JSON
+ *   forkpoint://tasks/{taskId}/log               the job's captured output (the last 1 MiB), text
+ *   forkpoint://tasks/{taskId}/artifacts/{name}  a file the job left in work_dir/outputs/
+ *
+ * {name} is percent-encoded (RFC 3986 unreserved characters stay as they are).
+ * A task's files: <state>/tasks/<id>/output.log and <state>/tasks/<id>/work/outputs/<name>
+ * (the layout tasks.c creates); they are removed with the task. */
+#ifndef FP_RESOURCES_H
+#define FP_RESOURCES_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include "supervisor.h"
+
+#define RES_SCHEME          "forkpoint://"
+#define ARTIFACTS_MAX_COUNT 100                  /* files per task; more are left out */
+#define ARTIFACTS_MAX_BYTES (4ll << 30)          /* total per task; files past it are left out */
+#define RES_LOG_TAIL        (1u << 20)           /* resources/read of a log: its last 1 MiB */
+#define RES_READ_MAX        (8u << 20)           /* larger artifacts: download them instead */
+
+enum res_kind { RES_RESULT, RES_LOG, RES_ARTIFACT };
+
+struct res_uri {
+	enum res_kind kind;
+	char id[33];
+	char name[NAME_MAX + 1];   /* RES_ARTIFACT: decoded */
+};
+
+/* Parse a forkpoint:// URI.  0, or -EINVAL when it is not one of the three shapes (a task
+ * id is 32 lowercase hex digits; an artifact name must be a valid one, see res_name_ok). */
+int res_uri_parse(const char *uri, struct res_uri *u);
+/* The URI of a task's resource (name: for RES_ARTIFACT).  Returns the length, as snprintf. */
+int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name);
+/* 1 if name may be an artifact: valid UTF-8, 1..NAME_MAX bytes, no '/', no control
+ * characters, not starting with '.'. */
+int res_name_ok(const char *name);
+
+/* Open the artifact `name` of task `id` for reading (O_RDONLY, no symlink followed, a regular
+ * file with one link).  The task must exist and be completed.  0, or -errno with a sentence in
+ * err: -ESRCH no such task, -EAGAIN not completed, -ENOENT no such artifact. */
+int res_artifact_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
+                      char *err, size_t errlen);
+
+/* A guess from the name's extension ("application/octet-stream" when unknown) and whether
+ * that type is text. */
+const char *res_mime_type(const char *name, int *is_text);
+
+#endif

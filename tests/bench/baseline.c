@@ -1,0 +1,262 @@
+/* tests/bench/baseline.c — see baseline.h. */
+#include "baseline.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "crc32c.h"
+
+extern char **environ;
+
+#define SEG_HEADER 16u   /* journal.h: magic + segment number */
+#define REC_HEADER 9u    /* u32 length, u32 masked crc, u8 type */
+
+double base_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int base_append_rate(const char *dir, size_t rec_bytes, unsigned per_sync, double seconds,
+                     double *rate)
+{
+	char path[4096];
+	char *rec = NULL;
+	int fd = -1, rc = 0;
+	unsigned long long n = 0;
+	snprintf(path, sizeof path, "%s/bench-append.dat", dir);
+	rec = malloc(rec_bytes);
+	if (!rec)
+		return -ENOMEM;
+	memset(rec, 'r', rec_bytes);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	/* The file starts empty, as a fresh journal segment does: every sync also commits the
+	 * new size, which is what the journal pays too. */
+	double t0 = base_now(), t1;
+	do {
+		for (unsigned i = 0; i < per_sync; i++) {
+			if (write(fd, rec, rec_bytes) != (ssize_t)rec_bytes) {
+				rc = errno ? -errno : -EIO;
+				goto fail;
+			}
+		}
+		if (fdatasync(fd) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		n += per_sync;
+		t1 = base_now();
+	} while (t1 - t0 < seconds);
+	*rate = (double)n / (t1 - t0);
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	free(rec);
+	return rc;
+}
+
+static int read_file(const char *path, unsigned char **data, size_t *len)
+{
+	struct stat st;
+	unsigned char *buf = NULL;
+	size_t got = 0;
+	int rc = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	while (got < (size_t)st.st_size) {
+		size_t want = (size_t)st.st_size - got;
+		ssize_t r = read(fd, buf + got, want < (1u << 20) ? want : (1u << 20));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			rc = r < 0 ? -errno : -EIO;
+			goto fail;
+		}
+		got += (size_t)r;
+	}
+	*data = buf;
+	*len = got;
+	buf = NULL;
+fail:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+static uint32_t le32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int base_scan_journal(const char *state_dir, uint64_t *records, uint64_t *bytes, double *secs)
+{
+	char dpath[4096], fpath[8192];
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t recs = 0, total = 0;
+	int rc = 0;
+	snprintf(dpath, sizeof dpath, "%s/journal", state_dir);
+	DIR *d = opendir(dpath);
+	if (!d)
+		return -errno;
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t l = strlen(e->d_name);
+		if (l < 5 || strcmp(e->d_name + l - 4, ".seg") != 0)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **nn = realloc(names, cap * sizeof *nn);
+			if (!nn) {
+				rc = -ENOMEM;
+				goto fail;
+			}
+			names = nn;
+		}
+		if (!(names[n] = strdup(e->d_name))) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+		n++;
+	}
+	qsort(names, n, sizeof *names, cmp_names);
+	double t0 = base_now();
+	for (size_t i = 0; i < n; i++) {
+		unsigned char *data = NULL;
+		size_t len = 0;
+		snprintf(fpath, sizeof fpath, "%s/%s", dpath, names[i]);
+		if ((rc = read_file(fpath, &data, &len)) < 0)
+			goto fail;
+		size_t off = SEG_HEADER;
+		while (off + REC_HEADER <= len) {
+			uint32_t plen = le32(data + off);
+			if (plen > len - off - REC_HEADER)
+				break;
+			/* The CRC covers the type byte and the payload, which sit next to each other. */
+			if (crc32c_mask(crc32c(0, data + off + 8, 1 + (size_t)plen)) != le32(data + off + 4)) {
+				free(data);
+				rc = -EBADMSG;
+				goto fail;
+			}
+			off += REC_HEADER + plen;
+			recs++;
+		}
+		total += len;
+		free(data);
+	}
+	*secs = base_now() - t0;
+	*records = recs;
+	*bytes = total;
+fail:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(d);
+	return rc;
+}
+
+static int spawn_one(char *const argv[], const posix_spawn_file_actions_t *fa, pid_t *pid, int *pidfd)
+{
+	int rc = posix_spawn(pid, argv[0], fa, NULL, argv, environ);
+	if (rc)
+		return -rc;
+	*pidfd = (int)syscall(SYS_pidfd_open, *pid, 0);
+	if (*pidfd < 0) {
+		rc = -errno;
+		waitpid(*pid, NULL, 0);
+		return rc;
+	}
+	return 0;
+}
+
+int base_spawn_rate(char *const argv[], unsigned total, unsigned inflight, double *rate)
+{
+	posix_spawn_file_actions_t fa;
+	struct pollfd *pf = calloc(inflight, sizeof *pf);
+	pid_t *pids = calloc(inflight, sizeof *pids);
+	unsigned started = 0, done = 0;
+	int rc = 0;
+	if (!pf || !pids) {
+		free(pf);
+		free(pids);
+		return -ENOMEM;
+	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	for (unsigned i = 0; i < inflight; i++)
+		pf[i].fd = -1;
+	double t0 = base_now();
+	while (done < total) {
+		for (unsigned i = 0; i < inflight && started < total; i++) {
+			if (pf[i].fd >= 0)
+				continue;
+			if ((rc = spawn_one(argv, &fa, &pids[i], &pf[i].fd)) < 0)
+				goto fail;
+			pf[i].events = POLLIN;
+			started++;
+		}
+		if (poll(pf, inflight, 10000) <= 0) {
+			rc = errno == EINTR ? 0 : -ETIMEDOUT;
+			if (rc)
+				goto fail;
+			continue;
+		}
+		for (unsigned i = 0; i < inflight; i++) {
+			if (pf[i].fd < 0 || !(pf[i].revents & POLLIN))
+				continue;
+			int st;
+			waitpid(pids[i], &st, 0);
+			close(pf[i].fd);
+			pf[i].fd = -1;
+			pf[i].revents = 0;
+			done++;
+			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+				rc = -ECHILD;   /* the program itself failed: the figure would mean nothing */
+				goto fail;
+			}
+		}
+	}
+	*rate = (double)total / (base_now() - t0);
+fail:
+	for (unsigned i = 0; i < inflight; i++)
+		if (pf[i].fd >= 0) {
+			waitpid(pids[i], NULL, 0);
+			close(pf[i].fd);
+		}
+	posix_spawn_file_actions_destroy(&fa);
+	free(pf);
+	free(pids);
+	return rc;
+}

@@ -1,0 +1,489 @@
+/* tests/unit/test_sandbox.c — the sandbox modules one by one: the seccomp programs (loaded in
+ * forked children, which then try allowed and forbidden calls), Landlock rules, planning a
+ * job's sandbox (profiles, require, the effective-sandbox record, verdicts), and spawning into
+ * it (exit status through the namespace init, what the job can see, killing a tree that left
+ * its session).  Parts whose kernel feature is missing print "skip: …" and count nothing.
+ * Prints "N passed, M failed" last. */
+#include "sandbox.h"
+#include "sandbox_landlock.h"
+#include "sandbox_seccomp.h"
+#include "spawn.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct tally {
+	int passed;
+	int failed;
+};
+
+#define CHECK(t, cond, ...) do {                                              \
+		if (cond) {                                                       \
+			(t)->passed++;                                            \
+		} else {                                                          \
+			(t)->failed++;                                            \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
+			fprintf(stderr, __VA_ARGS__);                             \
+			fputc('\n', stderr);                                      \
+		}                                                                 \
+	} while (0)
+
+static void skip(const char *what, const char *why)
+{
+	printf("skip: %s: %s\n", what, why);
+}
+
+/* ---- running a probe in a child -------------------------------------------------------- */
+
+enum probe {
+	P_GETPID, P_UNSHARE, P_INET, P_UNIX, P_CLONE3, P_KILL_ALL, P_FORK, P_PTRACE, P_TIOCSTI,
+	P_IO_URING, P_THREAD, P_KILL_PARENT,
+};
+
+static void *thread_fn(void *arg)
+{
+	return arg;
+}
+
+/* Exit 0: the call did what the test expects of an allowed call; 10 + errno otherwise. */
+static int run_probe(enum probe p)
+{
+	switch (p) {
+	case P_GETPID:
+		return getpid() > 0 ? 0 : 1;
+	case P_UNSHARE:
+		return unshare(CLONE_NEWUSER) == 0 ? 0 : 10 + errno;
+	case P_INET: {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		return s >= 0 ? 0 : 10 + errno;
+	}
+	case P_UNIX: {
+		int s = socket(AF_UNIX, SOCK_STREAM, 0);
+		return s >= 0 ? 0 : 10 + errno;
+	}
+	case P_CLONE3: {
+		uint64_t args[11] = { 0 };
+		args[4] = SIGCHLD;
+		long r = syscall(SYS_clone3, args, sizeof args);
+		if (r == 0)
+			_exit(0);
+		return r > 0 ? 0 : 10 + errno;
+	}
+	case P_KILL_ALL:
+		return kill(-1, 0) == 0 ? 0 : 10 + errno;
+	case P_FORK: {
+		pid_t c = fork();
+		if (c == 0)
+			_exit(0);
+		int st;
+		return c > 0 && waitpid(c, &st, 0) == c && WIFEXITED(st) ? 0 : 10 + errno;
+	}
+	case P_PTRACE:
+		return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 ? 0 : 10 + errno;
+	case P_TIOCSTI: {
+		char ch = 'x';
+		return ioctl(0, TIOCSTI, &ch) == 0 ? 0 : 10 + errno;
+	}
+	case P_IO_URING: {
+		unsigned char params[120] = { 0 };
+		return syscall(SYS_io_uring_setup, 1, params) >= 0 ? 0 : 10 + errno;
+	}
+	case P_THREAD: {
+		pthread_t t;
+		return pthread_create(&t, NULL, thread_fn, NULL) == 0 && pthread_join(t, NULL) == 0 ? 0 : 1;
+	}
+	case P_KILL_PARENT:
+		return kill(getppid(), 0) == 0 ? 0 : 10 + errno;
+	}
+	return 1;
+}
+
+/* The wait status of a child that loads prog (if any) and runs the probe. */
+static int in_filter(const struct sock_fprog *prog, enum probe p)
+{
+	fflush(NULL);
+	pid_t c = fork();
+	if (c == 0) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || (prog && sc_load(prog) < 0))
+			_exit(2);
+		_exit(run_probe(p));
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	return st;
+}
+
+#define KILLED_BY_SYS(st) (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
+#define EXITED_WITH(st, code) (WIFEXITED(st) && WEXITSTATUS(st) == (code))
+
+static void test_seccomp(struct tally *t)
+{
+	struct sock_fprog def, net, strict, nopid;
+	char err[256] = "";
+	struct sc_variant v = { .policy = SC_DEFAULT, .pidns = 1 };
+	int rc = sc_build(&v, &def, err, sizeof err);
+	CHECK(t, rc == 0, "default filter: %s", err);
+	v.network = 1;
+	CHECK(t, sc_build(&v, &net, err, sizeof err) == 0, "network filter: %s", err);
+	v.network = 0;
+	v.pidns = 0;
+	v.supervisor = getpid();
+	CHECK(t, sc_build(&v, &nopid, err, sizeof err) == 0, "no-pidns filter: %s", err);
+	v.policy = SC_STRICT;
+	CHECK(t, sc_build(&v, &strict, err, sizeof err) == 0, "strict filter: %s", err);
+	if (rc < 0)
+		return;
+	if (EXITED_WITH(in_filter(&def, P_GETPID), 2)) {
+		skip("seccomp", "the kernel refused to load a filter");
+		goto out;
+	}
+
+	CHECK(t, EXITED_WITH(in_filter(&def, P_GETPID), 0), "default: getpid allowed");
+	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_UNSHARE)), "default: unshare kills");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_INET), 10 + EAFNOSUPPORT), "default: AF_INET refused");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_UNIX), 0), "default: AF_UNIX allowed");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_CLONE3), 10 + ENOSYS), "default: clone3 is ENOSYS");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_KILL_ALL), 10 + EPERM), "default: kill(-1) refused");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_FORK), 0), "default: fork allowed (clone fallback)");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_THREAD), 0), "default: threads allowed");
+	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_PTRACE)), "default: ptrace kills");
+	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_TIOCSTI)), "default: TIOCSTI kills");
+	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_IO_URING)), "default: io_uring kills");
+	CHECK(t, EXITED_WITH(in_filter(&def, P_KILL_PARENT), 0), "default (pidns): kill(parent, 0) allowed");
+	CHECK(t, EXITED_WITH(in_filter(&net, P_INET), 0), "network: AF_INET allowed");
+	/* The no-PID-namespace variant knows the supervisor's pid: here, the test process. */
+	CHECK(t, KILLED_BY_SYS(in_filter(&nopid, P_KILL_PARENT)), "no pidns: signalling the supervisor kills");
+	CHECK(t, EXITED_WITH(in_filter(&strict, P_GETPID), 0), "strict: getpid allowed");
+	CHECK(t, EXITED_WITH(in_filter(&strict, P_THREAD), 0), "strict: threads allowed");
+	CHECK(t, KILLED_BY_SYS(in_filter(&strict, P_FORK)), "strict: fork kills");
+	CHECK(t, KILLED_BY_SYS(in_filter(&strict, P_UNIX)), "strict: sockets kill");
+out:
+	sc_free(&def);
+	sc_free(&net);
+	sc_free(&nopid);
+	sc_free(&strict);
+}
+
+/* ---- Landlock ----------------------------------------------------------------------------- */
+
+static void test_landlock(struct tally *t, const char *scratch)
+{
+	int abi = landlock_abi();
+	if (abi <= 0) {
+		skip("landlock", "not available in this kernel");
+		return;
+	}
+	char in[PATH_MAX], out[PATH_MAX], f[PATH_MAX + 16];
+	snprintf(in, sizeof in, "%s/ll-in", scratch);
+	snprintf(out, sizeof out, "%s/ll-out", scratch);
+	mkdir(in, 0700);
+	mkdir(out, 0700);
+	snprintf(f, sizeof f, "%s/secret", out);
+	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof a;
+	if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 1) < 0 ||
+	    getsockname(ls, (struct sockaddr *)&a, &al) < 0) {
+		CHECK(t, 0, "listener: %s", strerror(errno));
+		return;
+	}
+	fflush(NULL);
+	pid_t c = fork();
+	if (c == 0) {
+		struct ll_rule rules[] = { { in, LL_WRITE }, { "/usr", LL_EXEC }, { "/nonexistent", LL_READ } };
+		char msg[200] = "";
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+		    landlock_apply(abi, rules, 3, 1, 1, msg, sizeof msg) < 0)
+			_exit(2);
+		char p[PATH_MAX + 16];
+		snprintf(p, sizeof p, "%s/new", in);
+		if (open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600) < 0)
+			_exit(3);              /* inside: must work */
+		if (open(f, O_RDONLY | O_CLOEXEC) >= 0 || errno != EACCES)
+			_exit(4);              /* outside: must be refused */
+		if (abi >= 4) {
+			int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			if (s >= 0 && connect(s, (struct sockaddr *)&a, sizeof a) == 0)
+				_exit(5);
+		}
+		if (abi >= 6 && kill(getppid(), 0) == 0)
+			_exit(6);              /* signal scoping */
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	close(ls);
+	CHECK(t, EXITED_WITH(st, 0), "landlock child exited %d (2 apply, 3 inside, 4 outside, 5 tcp, 6 signal)",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+}
+
+/* ---- planning ------------------------------------------------------------------------------ */
+
+static struct sandbox_cfg cfg_of(const char *profile)
+{
+	struct sandbox_cfg c;
+	memset(&c, 0, sizeof c);
+	snprintf(c.profile, sizeof c.profile, "%s", profile);
+	return c;
+}
+
+static void test_plan(struct tally *t, struct sandbox *sb, const char *work)
+{
+	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_paths p = { .program = "/bin/sh", .work_dir = work, .cwd = work, .name = "unit" };
+	struct sandbox_job *sj = NULL;
+	char err[512] = "";
+
+	int rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
+	CHECK(t, rc == 0, "default plan: %s", err);
+	if (rc == 0) {
+		const char *j = sandbox_job_json(sj);
+		CHECK(t, strstr(j, "\"profile\":\"default\"") && strstr(j, "\"rlimits\":true") &&
+		         strstr(j, "\"degraded\":"), "record: %s", j);
+		CHECK(t, !sandbox_job_trusted(sj), "default is not trusted");
+		struct sandbox_verdict v;
+		sandbox_job_verdict(sj, 1, 0, 0, &v);
+		CHECK(t, v.code == NULL, "exit 0: no verdict");
+		sandbox_job_verdict(sj, 1, 1, 0, &v);
+		CHECK(t, v.code == NULL, "exit 1: no verdict");
+		sandbox_job_verdict(sj, 0, SIGXCPU, 0, &v);
+		CHECK(t, v.code && !strcmp(v.code, "resource_limit") && !strcmp(v.limit, "cpuSeconds") &&
+		         v.value == SB_DEFAULT_CPU_SECONDS, "SIGXCPU: cpuSeconds");
+		sandbox_job_verdict(sj, 0, SIGKILL, (long long)SB_DEFAULT_CPU_SECONDS * 1000 + 5, &v);
+		CHECK(t, v.code && !strcmp(v.limit, "cpuSeconds"), "SIGKILL past the CPU limit: cpuSeconds");
+		sandbox_job_verdict(sj, 0, SIGKILL, 10, &v);
+		CHECK(t, v.code == NULL, "SIGKILL early: no verdict");
+		sandbox_job_verdict(sj, 0, SIGXFSZ, 0, &v);
+		CHECK(t, v.code && !strcmp(v.limit, "maxFileMB"), "SIGXFSZ: maxFileMB");
+		sandbox_job_verdict(sj, 0, SIGSYS, 0, &v);
+		if (strstr(j, "\"seccomp\":\"none\""))
+			CHECK(t, v.code == NULL, "SIGSYS without a filter: no verdict");
+		else
+			CHECK(t, v.code && !strcmp(v.code, "sandbox_violation"), "SIGSYS: sandbox_violation");
+		sandbox_job_free(sj);
+	}
+
+	c = cfg_of("none");
+	char *req[] = { "seccomp" };
+	rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
+	CHECK(t, rc == 0 && sandbox_job_trusted(sj) && strstr(sandbox_job_json(sj), "\"profile\":\"none\""),
+	      "none plan: %d %s", rc, err);
+	if (rc == 0)
+		sandbox_job_free(sj);
+	c.require = req;
+	c.n_require = 1;
+	rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
+	CHECK(t, rc == -ENOTSUP && strstr(err, "seccomp"), "none + require seccomp: %d %s", rc, err);
+
+	c = cfg_of("strict");
+	p.program = "/nonexistent/program";
+	rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
+	CHECK(t, rc == -ENOENT && strstr(err, "/nonexistent/program"), "missing program: %d %s", rc, err);
+
+	char *report = sandbox_host_report(sb);
+	CHECK(t, report && strstr(report, "landlock:") && strstr(report, "seccomp:"), "host report");
+	free(report);
+}
+
+/* ---- spawning into it -------------------------------------------------------------------- */
+
+static int marked(const char *mark)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d))) {
+		char p[300], buf[1024];
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		ssize_t len = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		for (ssize_t i = 0; i < len; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[len > 0 ? len : 0] = 0;
+		if (len > 0 && strstr(buf, mark))
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Spawn /bin/sh -c script under the default profile; 0 and *proc, or -errno. */
+static int spawn_sh(struct sandbox *sb, const char *work, const char *script, struct sandbox_job **sj,
+                    struct spawn_proc *proc, char *err, size_t errlen)
+{
+	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_paths p = { .program = "/bin/sh", .work_dir = work, .cwd = work, .name = "unit" };
+	int rc = sandbox_job_new(sb, &c, &p, sj, err, errlen);
+	if (rc < 0)
+		return rc;
+	char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
+	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct spawn_req r = { .argv = argv, .envp = envp, .cwd = work, .fd_stdin = dn, .fd_out = dn,
+	                       .fd_sock = dn, .sandbox = *sj };
+	rc = spawn_start(&r, proc, err, errlen);
+	close(dn);
+	if (rc < 0) {
+		sandbox_job_free(*sj);
+		*sj = NULL;
+	}
+	return rc;
+}
+
+static int wait_proc(struct spawn_proc *p, struct spawn_status *st)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED);
+	int have = spawn_read_status(p->statusfd, st);
+	if (!have) {
+		st->exited = si.si_code == CLD_EXITED;
+		st->status = si.si_status;
+	}
+	close(p->pidfd);
+	if (p->statusfd >= 0)
+		close(p->statusfd);
+	return have;
+}
+
+static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch, const char *work)
+{
+	struct sandbox_job *sj = NULL;
+	struct spawn_proc proc;
+	struct spawn_status st;
+	char err[512] = "", script[3 * PATH_MAX];
+
+	/* Without a sandbox: an exec failure comes back as an error, not a running child. */
+	char *argv[] = { "/nonexistent/prog", NULL };
+	char *envp[] = { NULL };
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct spawn_req r = { .argv = argv, .envp = envp, .fd_stdin = dn, .fd_out = dn, .fd_sock = dn };
+	int rc = spawn_start(&r, &proc, err, sizeof err);
+	close(dn);
+	CHECK(t, rc == -ENOENT && strstr(err, "exec"), "exec failure: %d %s", rc, err);
+
+	rc = spawn_sh(sb, work, "exit 3", &sj, &proc, err, sizeof err);
+	CHECK(t, rc == 0, "spawn: %s", err);
+	if (rc < 0)
+		return;
+	int pidns = sandbox_job_pidns(sj);
+	wait_proc(&proc, &st);
+	CHECK(t, st.exited && st.status == 3, "exit status through the sandbox: %d %d", st.exited, st.status);
+	sandbox_job_free(sj);
+
+	/* What the job sees: its work dir writable; the scratch folder's secret and the shadow
+	 * file not at all.  Exit codes name the first thing that went wrong. */
+	char secret[PATH_MAX + 16];
+	snprintf(secret, sizeof secret, "%s/secret", scratch);
+	int fd = open(secret, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	snprintf(script, sizeof script,
+	         "echo x > %s/probe || exit 10; cat %s >/dev/null 2>&1 && exit 11; "
+	         "cat /etc/shadow >/dev/null 2>&1 && exit 12; echo y > /usr/probe 2>/dev/null && exit 13; "
+	         "exit 0", work, secret);
+	rc = spawn_sh(sb, work, script, &sj, &proc, err, sizeof err);
+	CHECK(t, rc == 0, "spawn: %s", err);
+	if (rc == 0) {
+		wait_proc(&proc, &st);
+		CHECK(t, st.exited && st.status == 0, "visibility: status %d (10 work, 11 secret, 12 shadow, 13 /usr)",
+		      st.status);
+		sandbox_job_free(sj);
+	}
+
+	if (!pidns) {
+		skip("tree kill", "no PID namespace here");
+		return;
+	}
+	/* A grandchild in its own session must die with the job's init. */
+	char mark[64];
+	snprintf(mark, sizeof mark, "1000.%06ld", (long)getpid() % 1000000);
+	snprintf(script, sizeof script, "setsid sleep %s & sleep %s", mark, mark);
+	rc = spawn_sh(sb, work, script, &sj, &proc, err, sizeof err);
+	CHECK(t, rc == 0, "spawn: %s", err);
+	if (rc < 0)
+		return;
+	/* The shell carries the mark in its script too: 3 processes in all. */
+	for (int i = 0; i < 200 && marked(mark) < 3; i++) {
+		struct timespec ms = { 0, 10000000 };
+		nanosleep(&ms, NULL);
+	}
+	CHECK(t, marked(mark) == 3, "the shell and both sleepers run: %d", marked(mark));
+	syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0);
+	int have = wait_proc(&proc, &st);
+	CHECK(t, !have && !st.exited && st.status == SIGKILL, "killed init: no job report, SIGKILL");
+	int left = 1;
+	for (int i = 0; i < 200 && (left = marked(mark)) > 0; i++) {
+		struct timespec ms = { 0, 10000000 };
+		nanosleep(&ms, NULL);
+	}
+	CHECK(t, left == 0, "%d sleepers outlived the kill", left);
+	sandbox_job_free(sj);
+}
+
+static int rm_rf(const char *path)
+{
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+	return system(cmd);
+}
+
+int main(void)
+{
+	struct tally t = { 0, 0 };
+	char scratch[] = "/tmp/fp-test-sandbox-XXXXXX", work[PATH_MAX];
+	struct sandbox *sb = NULL;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (!mkdtemp(scratch)) {
+		fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+		return 2;
+	}
+	snprintf(work, sizeof work, "%s/state/tasks/unit/work", scratch);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", work);
+	if (system(cmd) != 0)
+		return 2;
+
+	test_seccomp(&t);
+	test_landlock(&t, scratch);
+	CHECK(&t, sandbox_new(&sb) == 0, "sandbox_new");
+	if (sb) {
+		test_plan(&t, sb, work);
+		test_spawn(&t, sb, scratch, work);
+		sandbox_free(sb);
+	}
+	rm_rf(scratch);
+	printf("%d passed, %d failed\n", t.passed, t.failed);
+	return t.failed ? 1 : 0;
+}
