@@ -74,6 +74,35 @@ else
 	add e2e 0 1
 fi
 
+# ---- crash-recovery torture: SIGKILL at random points, invariants checked after each restart ----
+case "$BUILD" in
+*san*) kills=${KILLS:-50} ;;   # the sanitizer build is slower; the plain build does the full run
+*) kills=${KILLS:-200} ;;
+esac
+out=$(mktemp)
+node tests/crash/crash.mjs --kills "$kills" >"$out" 2>&1
+rc=$?
+cat "$out" | tail -n 4
+if [ "$rc" -eq 0 ]; then add crash "$kills" 0; else add crash 0 1; fi
+rm -f "$out"
+
+# ---- fuzzing: a short libFuzzer run of the journal replay and frame decoder targets ----
+case "$BUILD" in
+*san*) ;;
+*)
+	if command -v clang >/dev/null 2>&1; then
+		out=$(mktemp)
+		make --no-print-directory fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >"$out" 2>&1
+		rc=$?
+		grep -E '^fuzz ' "$out" || cat "$out"
+		if [ "$rc" -eq 0 ]; then add fuzz 2 0; else add fuzz 0 1; fi
+		rm -f "$out"
+	else
+		echo "fuzz: skipped (clang not installed)"
+	fi
+	;;
+esac
+
 [ -n "$failed_parts" ] && echo "failing:$failed_parts"
 echo "$total_pass passed, $total_fail failed"
 [ "$total_fail" -eq 0 ]

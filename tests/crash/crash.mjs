@@ -105,7 +105,7 @@ function fail(msg) {
 const origSeed = seed;
 
 // What the driver knows was acknowledged.
-const model = new Map(); // id -> {tool, terminal, result, cancelAcked, answered:Set, minResume}
+const model = new Map(); // id -> {tool, terminal, result, cancelAcked, answered:Set, seen:[[attempt, section]]}
 let checks = 0;
 
 function observe(id, v) {
@@ -123,13 +123,16 @@ function observe(id, v) {
   if (t.cancelAcked && v.status !== 'cancelled') fail(`task ${id}: cancel was acknowledged but status is ${v.status}`);
   if (v.status === 'input_required' && t.answered.has(v.inputRequest.questionId))
     fail(`task ${id}: question ${v.inputRequest.questionId} asked again after it was answered`);
+  // "Section n" while attempt k runs means section n-1 is checkpointed: any later attempt must
+  // resume at n-1 or later.
   const m = v.progress && /^Section (\d+)\//.exec(v.progress.message || '');
-  if (m && v.status === 'working') t.minResume = Math.max(t.minResume, parseInt(m[1], 10) - 1);
+  if (m && v.status === 'working') t.seen.push([v.attempt, parseInt(m[1], 10) - 1]);
   if (['completed', 'failed', 'cancelled'].includes(v.status)) {
     t.terminal = v.status;
     t.result = JSON.stringify(v.result ?? null);
-    if (v.status === 'completed' && t.tool === 'report' && v.result.resumedFrom < t.minResume && v.attempt > 1)
-      fail(`task ${id} resumed from section ${v.result.resumedFrom}, but a checkpoint at ${t.minResume} had been acknowledged`);
+    const need = Math.max(0, ...t.seen.filter(([a]) => a < v.attempt).map(([, n]) => n));
+    if (v.status === 'completed' && t.tool === 'report' && v.result.resumedFrom < need)
+      fail(`task ${id} resumed from section ${v.result.resumedFrom} in attempt ${v.attempt}, but a checkpoint at ${need} had been acknowledged before`);
     if (v.status === 'completed' && t.tool.startsWith('report') && v.result.sections !== t.sections)
       fail(`task ${id}: wrong result ${t.result.slice(0, 200)}`);
   }
@@ -158,7 +161,7 @@ async function workload(srv, deadline) {
       if (v === null) return;
       if (!/^[0-9a-f]{32}$/.test(v.taskId)) fail(`bad handle ${JSON.stringify(v)}`);
       model.set(v.taskId, { tool, sections: a.sections, terminal: null, result: null, cancelAcked: false,
-        answered: new Set(), minResume: 0, resumed: false });
+        answered: new Set(), seen: [] });
       continue;
     }
     const live = [...model.entries()].filter(([, t]) => !t.terminal);
@@ -173,7 +176,7 @@ async function workload(srv, deadline) {
       const a = await srv.call('durable_task_respond', { taskId: id, response: pick(['yes', 'no']) });
       if (a === null) return;
       if (a.accepted) t.answered.add(q);
-    } else if (v.status === 'working' && rand() < 0.08) {
+    } else if (v.status === 'working' && rand() < 0.03) {
       const c = await srv.call('durable_task_cancel', { taskId: id });
       if (c === null) return;
       if (c.status === 'cancelled') t.cancelAcked = true;
@@ -186,7 +189,6 @@ const t0 = Date.now();
 for (let k = 0; k < KILLS; k++) {
   const srv = new Server();
   await srv.init();
-  for (const t of model.values()) t.resumed = true;
   if (!(await checkAll(srv, 0.05))) fail('server died during checks');
   const killAt = Date.now() + 10 + Math.floor(rand() * 300);
   const timer = setTimeout(() => srv.kill(), killAt - Date.now());

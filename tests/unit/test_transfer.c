@@ -808,6 +808,38 @@ static void t_expiry(struct tally *t, struct env *e)
 	sv_stop(&v);
 }
 
+/* The strict base64 codec the chunks go through. */
+static void t_b64(struct tally *t, struct env *e)
+{
+	unsigned char in[64], out[80];
+	char enc[B64_ENCODED_SIZE(64)];
+	size_t bad = 0;
+	int ok = 1;
+	(void)e;
+	fill(in, sizeof in, 9);
+	for (size_t n = 0; n <= sizeof in; n++) {
+		size_t k = b64_encode(in, n, enc);
+		ssize_t d = b64_decode(enc, k, out, &bad);
+		if (d != (ssize_t)n || memcmp(in, out, n) != 0)
+			ok = 0;
+		/* without padding too */
+		while (k && enc[k - 1] == '=')
+			k--;
+		d = b64_decode(enc, k, out, &bad);
+		if (d != (ssize_t)n || memcmp(in, out, n) != 0)
+			ok = 0;
+	}
+	CHECK(t, ok, "base64 round trips for 0..64 bytes, with and without padding");
+	CHECK(t, b64_encode("foobar", 6, enc) == 8 && strcmp(enc, "Zm9vYmFy") == 0, "RFC 4648 vector foobar");
+	const char *bads[] = { "Zg=", "Zh==", "Zm9=Zg==", "Z", "Zm9v YmFy", "Zm9v\nYmFy", "Zm9vYmF-", "Zg===" };
+	int allbad = 1;
+	for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++)
+		if (b64_decode(bads[i], strlen(bads[i]), out, &bad) >= 0)
+			allbad = 0;
+	CHECK(t, allbad, "bad padding, stray bits, whitespace, URL alphabet and lone characters are refused");
+	CHECK(t, b64_decode("Zm9v!mFy", 8, out, &bad) < 0 && bad == 4, "the first bad character's offset is reported");
+}
+
 /* More open transfers than may hold descriptors: the oldest are parked and come back on use. */
 static void t_parking(struct tally *t, struct env *e)
 {
@@ -1149,7 +1181,7 @@ int main(void)
 	mk(e.root);
 	mk(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
