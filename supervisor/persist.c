@@ -416,7 +416,8 @@ int persist_compact(struct persist *p)
 		rc = journal_rewrite_end(p->j);
 	if (rc == 0) {
 		size_t removed = 0;
-		qsort(keep, nblobs, sizeof *keep, cmp_str);
+		if (nblobs)
+			qsort(keep, nblobs, sizeof *keep, cmp_str);
 		blob_gc(p->sv->state_dir, keep, nblobs, &removed);
 		p->snapshot_bytes = journal_total_bytes(p->j);
 		fplog(&p->sv->log, FPLOG_INFO, NULL, "journal compacted: %zu tasks, %llu bytes, %zu blobs collected",

@@ -255,7 +255,7 @@ static char **list_outputs(int d, size_t *count, const struct fplog *lg, const c
 {
 	char **names = NULL;
 	size_t n = 0, cap = 0;
-	int dd = dup(d);
+	int dd = fcntl(d, F_DUPFD_CLOEXEC, 0);
 	DIR *dir = dd >= 0 ? fdopendir(dd) : NULL;
 	struct dirent *de;
 	*count = 0;

@@ -265,8 +265,11 @@ cJSON *server_elicit_params(const struct task *t)
 	return p;
 }
 
-/* Ask the creator's client the job's question through elicitation, once per question. */
-static void elicit_to(struct server *srv, struct msess *ms, const struct task *t, char *elicited, size_t len)
+/* Ask a client the job's question through elicitation, once per question (elicited holds the
+ * question id already asked).  tag: mark the request as belonging to the task (native tasks);
+ * a plain call's question belongs to the call the client is waiting on. */
+static void elicit_to(struct server *srv, struct msess *ms, const struct task *t, char *elicited, size_t len,
+                      int tag)
 {
 	if (!ms->elicitation || !t->question_id || strcmp(elicited, t->question_id) == 0)
 		return;
@@ -282,16 +285,18 @@ static void elicit_to(struct server *srv, struct msess *ms, const struct task *t
 	srv->outreqs = o;
 
 	cJSON *p = server_elicit_params(t);
-	cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "_meta"), RELATED_TASK),
-	                        "taskId", t->id);
+	if (tag)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(cJSON_AddObjectToObject(p, "_meta"), RELATED_TASK),
+		                        "taskId", t->id);
 	cJSON *id = cJSON_CreateNumber((double)o->id);
 	send_line(ms, rpc_request(id, "elicitation/create", p));
 	cJSON_Delete(id);
 }
 
+/* Ask the creator's client of a native task. */
 static void elicit(struct server *srv, struct watch *w, const struct task *t)
 {
-	elicit_to(srv, w->ms, t, w->elicited, sizeof w->elicited);
+	elicit_to(srv, w->ms, t, w->elicited, sizeof w->elicited, 1);
 }
 
 const cJSON *server_elicited_answer(const struct task *t, const cJSON *res)
@@ -378,7 +383,7 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 			answer_pending(srv, p, facade_final_result(srv->sv, t));
 		} else if (t->status == TASK_INPUT_REQUIRED && p->ms->elicitation && t->question_id) {
 			/* The caller waits in this call and can answer: ask it, once per question. */
-			elicit_to(srv, p->ms, t, p->elicited, sizeof p->elicited);
+			elicit_to(srv, p->ms, t, p->elicited, sizeof p->elicited, 0);
 		} else if (t->status == TASK_INPUT_REQUIRED) {
 			/* The caller is blocked in this call and cannot answer: hand back the task so
 			 * the model can read the question and respond through the facade. */

@@ -32,6 +32,7 @@ struct tasks {
 	struct tasks_table *tab;     /* id → task */
 	struct task *qhead, *qtail;
 	size_t qlen;
+	int qpos_dirty;              /* a task left the queue from the head or the middle */
 	int running;
 	task_observer observer;
 	void *observer_arg;
@@ -273,15 +274,20 @@ void tasks_free(struct tasks *ts)
 	free(ts);
 }
 
-int tasks_queue_position(const struct tasks *ts, const struct task *t)
+/* Positions are kept on the tasks: appending at the tail knows its position, and only a
+ * departure makes them stale, so they are recomputed at most once per departure, when asked —
+ * never a walk of the whole queue per call (a queue of 10,000 answered by every create). */
+int tasks_queue_position(struct tasks *ts, const struct task *t)
 {
-	if (!t->queued)
+	if (!t->queued || t->retry_timer)
 		return 0;
-	int pos = 1;
-	for (const struct task *q = ts->qhead; q; q = q->qnext, pos++)
-		if (q == t)
-			return pos;
-	return 0;
+	if (ts->qpos_dirty) {
+		int pos = 1;
+		for (struct task *q = ts->qhead; q; q = q->qnext)
+			q->qpos = pos++;
+		ts->qpos_dirty = 0;
+	}
+	return t->qpos;
 }
 
 /* ---- transitions ---------------------------------------------------------------- */
@@ -1057,11 +1063,11 @@ static void enqueue(struct tasks *ts, struct task *t)
 		ts->qhead = t;
 	ts->qtail = t;
 	ts->qlen++;
+	t->qpos = (int)ts->qlen;
 }
 
 static void start_next(struct tasks *ts)
 {
-	int started = 0;
 	while (ts->qhead && ts->running < ts->sv->cfg->server.max_concurrent) {
 		struct task *t = ts->qhead;
 		ts->qhead = t->qnext;
@@ -1069,13 +1075,9 @@ static void start_next(struct tasks *ts)
 			ts->qtail = NULL;
 		t->qnext = NULL;
 		ts->qlen--;
+		ts->qpos_dirty = 1;
 		start_job(ts, t);
-		started = 1;
 	}
-	/* Queue positions moved for everyone still waiting. */
-	if (started)
-		for (struct task *q = ts->qhead; q; q = q->qnext)
-			notify(ts, q, TASK_EV_PROGRESS);
 }
 
 static int new_id(char out[33])
@@ -1198,6 +1200,7 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 			if (ts->qtail == t)
 				ts->qtail = prev;
 			ts->qlen--;
+			ts->qpos_dirty = 1;
 		}
 		t->qnext = NULL;
 		t->queued = 0;
@@ -1257,6 +1260,7 @@ void tasks_remove(struct tasks *ts, struct task *t)
 			if (ts->qtail == t)
 				ts->qtail = prev;
 			ts->qlen--;
+			ts->qpos_dirty = 1;
 		}
 	}
 	if (t->on_held) {

@@ -69,6 +69,7 @@ struct task {
 	int on_held;
 	struct task *next, *prev;     /* all tasks, newest first */
 	struct task *qnext;           /* run queue */
+	int qpos;                     /* position in it, valid unless the queue has changed */
 };
 
 enum task_event { TASK_EV_PROGRESS, TASK_EV_STATUS };
@@ -86,7 +87,7 @@ struct task *tasks_find(struct tasks *ts, const char *id);
 struct task *tasks_newest(struct tasks *ts);
 size_t tasks_count(const struct tasks *ts);
 /* 1-based position in the run queue, 0 if not queued. */
-int tasks_queue_position(const struct tasks *ts, const struct task *t);
+int tasks_queue_position(struct tasks *ts, const struct task *t);
 
 /* Answer the pending question.  0, -EINVAL (not waiting for input), or -errno. */
 int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response);

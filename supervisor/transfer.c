@@ -49,6 +49,7 @@
 #define STAGE_PREFIX    ".fp-upload-"
 #define IO_BUF          (1 << 20)
 #define MAX_READY       64          /* transfers holding descriptors at once */
+#define JSON_INT_MAX    9007199254740991.0   /* 2^53 - 1: larger integers do not survive JSON */
 
 enum {
 	REC_X_OPEN = 64, REC_X_CHUNK = 65, REC_X_END = 66, REC_X_GONE = 67, REC_X_CURSOR = 68,
@@ -576,7 +577,8 @@ struct transfers *transfers_new(struct supervisor *sv)
 	tr->enc = malloc(B64_ENCODED_SIZE(CHUNK_MAX));
 	if (!tr->buf || !tr->buf2 || !tr->enc)
 		goto fail;
-	if (sv->cfg && roots_new(sv->cfg->server.file_roots, sv->cfg->server.n_file_roots, 0, &tr->roots) < 0)
+	if (roots_new(sv->cfg ? sv->cfg->server.file_roots : NULL, sv->cfg ? sv->cfg->server.n_file_roots : 0, 0,
+	              &tr->roots) < 0)
 		goto fail;
 	return tr;
 fail:
@@ -777,8 +779,9 @@ int transfer_snapshot(struct transfers *tr)
 
 /* ---- recovery -------------------------------------------------------------------------------- */
 
-/* Set up an upload's descriptors and hash state from what is on disk.  0, or -errno with the
- * reason in why (the upload is then failed by the caller). */
+/* Set up an upload's descriptors and hash state from what is on disk (after a restart, or when
+ * a parked upload is used again).  0, or -errno with the reason in why (the caller then fails
+ * the upload). */
 static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t whylen)
 {
 	char name[80], err[600];
@@ -787,22 +790,23 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 	int rc;
 	stage_name(x, name, sizeof name);
 	if (!tr->roots || (rc = roots_open_parent(tr->roots, x->path, &x->dirfd, &loc, err, sizeof err)) < 0) {
-		snprintf(why, whylen, "After a restart the destination folder could not be opened again: %s",
+		snprintf(why, whylen, "The destination folder could not be opened again: %s",
 		         tr->roots ? err : "no file roots");
 		return -ENOENT;
 	}
 	if (fstat(x->dirfd, &st) < 0 || (uint64_t)st.st_dev != x->dev || (uint64_t)st.st_ino != x->ino) {
-		snprintf(why, whylen, "After a restart the destination folder of %s is not the folder the upload "
-		         "was opened in (it was replaced)", x->path);
+		snprintf(why, whylen, "The destination folder of %s is no longer the folder the upload was "
+		         "opened in (it was replaced)", x->path);
 		return -ESTALE;
 	}
 	x->fd = openat(x->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (x->fd < 0 && errno == ENOENT) {
 		struct stat dst;
 		/* The commit renamed the staging file into place but the end record did not make it
-		 * to the journal: the file at the destination with the acknowledged size is ours. */
+		 * to the journal: the file at the destination with the acknowledged size is ours —
+		 * if it also has the declared sha256, or if nothing was there when the upload began. */
 		if (fstatat(x->dirfd, loc.name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
-		    dst.st_size == x->cursor && (x->size < 0 || x->size == x->cursor)) {
+		    dst.st_size == x->cursor && (x->size < 0 || x->size == x->cursor) && (x->want[0] || !x->overwrite)) {
 			int f = openat(x->dirfd, loc.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			char sha[65];
 			if (f >= 0 && hash_fd(tr, f, x->cursor, sha) == 0 && (!x->want[0] || strcmp(sha, x->want) == 0)) {
@@ -828,8 +832,9 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		}
 	}
 	if (x->fd < 0 || fstat(x->fd, &st) < 0) {
-		snprintf(why, whylen, "After a restart the staged bytes could not be opened: %s", strerror(errno));
-		return -errno;
+		rc = -errno;
+		snprintf(why, whylen, "The staged bytes could not be opened again: %s", strerror(-rc));
+		return rc;
 	}
 	if (st.st_size < x->cursor) {
 		/* Fewer bytes survived than were acknowledged (a lying disk): go back to what is
@@ -843,18 +848,21 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 	}
 	/* Bytes past the cursor were written but never acknowledged: they will be sent again. */
 	if (st.st_size > x->cursor && ftruncate(x->fd, x->cursor) < 0) {
-		snprintf(why, whylen, "After a restart the staged bytes could not be cut back: %s", strerror(errno));
-		return -errno;
+		rc = -errno;
+		snprintf(why, whylen, "The staged bytes could not be cut back to the cursor: %s", strerror(-rc));
+		return rc;
 	}
 	if (!(x->md = md_new()))
 		return -ENOMEM;
 	if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
-		snprintf(why, whylen, "After a restart the staged bytes could not be read: %s", strerror(-rc));
+		snprintf(why, whylen, "The staged bytes could not be read: %s", strerror(-rc));
 		return rc;
 	}
 	x->ready = 1;
 	return 0;
 }
+
+static void limit_ready(struct transfers *tr, const struct xfer *keep);
 
 void transfers_recover(struct transfers *tr)
 {
@@ -874,6 +882,7 @@ void transfers_recover(struct transfers *tr)
 			fplog(&tr->sv->log, FPLOG_ERROR, NULL, "transfer %s: %s", x->h, why);
 			fail_upload(tr, x, why[0] ? why : "The staged bytes could not be recovered after a restart.");
 		}
+		limit_ready(tr, NULL);
 	}
 	for (struct xtomb **pp = &tr->tombs; *pp;) {
 		if ((*pp)->until <= now) {
@@ -1007,6 +1016,7 @@ void transfer_list_tools(cJSON *arr)
 	cJSON_AddNumberToObject(q, "maxLength", 4096);
 	q = prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
 	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
 	prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
 	q = prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
 	cJSON_AddBoolToObject(q, "default", 0);
@@ -1020,6 +1030,7 @@ void transfer_list_tools(cJSON *arr)
 	handle_prop(p);
 	q = prop(p, "offset", "integer", "Byte offset of this chunk in the file: the current nextOffset.");
 	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
 	prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
 	cJSON *r = cJSON_AddArrayToObject(s, "required");
 	cJSON_AddItemToArray(r, cJSON_CreateString("handle"));
@@ -1034,8 +1045,10 @@ void transfer_list_tools(cJSON *arr)
 	handle_prop(p);
 	q = prop(p, "offset", "integer", "Byte offset to read from (default: nextOffset of the previous read).");
 	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
 	q = prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
 	cJSON_AddNumberToObject(q, "minimum", 1);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
 	require(s, "handle", NULL);
 
 	s = tool_def(arr, "file_transfer_commit", "Finish an upload",
@@ -1703,7 +1716,7 @@ static int mkdir_at(int dirfd, const char *name)
 /* The one file an earlier attempt placed in an argument's input folder.  0 and its name. */
 static int placed_before(int pd, char *name, size_t len)
 {
-	int d = dup(pd), found = 0;
+	int d = fcntl(pd, F_DUPFD_CLOEXEC, 0), found = 0;
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
 	struct dirent *de;
 	if (!dir) {

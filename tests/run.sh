@@ -74,6 +74,22 @@ else
 	add e2e 0 1
 fi
 
+# ---- the official MCP conformance suites (stable, and the 2026-07-28 tasks scenarios) ----
+if [ -x tests/conformance/run.sh ]; then
+	out=$(mktemp)
+	tests/conformance/run.sh >"$out" 2>&1
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	p=${p:-0}; f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	if [ "$f" -ne 0 ]; then cat "$out"; else grep -E '^(ok|FAIL|xfail|XPASS|skip)' "$out" | sed 's/^/conformance /'; fi
+	echo "conformance: $p passed, $f failed"
+	add conformance "$p" "$f"
+	rm -f "$out"
+fi
+
 # ---- crash-recovery torture: SIGKILL at random points, invariants checked after each restart ----
 case "$BUILD" in
 *san*) kills=${KILLS:-50} ;;   # the sanitizer build is slower; the plain build does the full run

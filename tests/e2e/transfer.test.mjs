@@ -236,7 +236,7 @@ test('a job consumes an uploaded file and produces an artifact; resources list a
 		await ok(srv.client, 'file_transfer_commit', { handle: o.handle });
 
 		const h = await ok(srv.client, 'reverse', { input: o.handle });
-		const t = await waitTask(srv.client, h.taskId, (x) => x.status === 'completed', { timeoutMs: 20000 });
+		const t = await waitTask(srv.client, h.taskId, (x) => x.status === 'completed', { timeoutMs: 60000 });
 		assert.ok(Array.isArray(t.artifacts), `artifacts in durable_task_get: ${JSON.stringify(t)}`);
 		const art = t.artifacts.find((a) => a.name === 'out.bin');
 		assert.ok(art, JSON.stringify(t.artifacts));
@@ -289,7 +289,7 @@ test('a job consumes an uploaded file and produces an artifact; resources list a
 		const t2 = await until(async () => {
 			const r = await ok(srv.client, 'durable_task_get', { taskId: h2.taskId });
 			return r.status === 'failed' ? r : null;
-		}, 10000, 'the task with an uncommitted input to fail');
+		}, 30000, 'the task with an uncommitted input to fail');
 		checkEnvelope(t2.error);
 		assert.equal(t2.error.code, 'not_active');
 		assert.equal(t2.error.param, 'input');
