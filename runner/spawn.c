@@ -248,6 +248,18 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 		close(sp[1]);
 	sp[1] = -1;
 
+	if (r->async) {
+		fcntl(ep[0], F_SETFL, O_NONBLOCK);
+		if (ppidfd >= 0)
+			close(ppidfd);
+		if (sp[0] >= 0)
+			fcntl(sp[0], F_SETFL, O_NONBLOCK);
+		out->pid = pid;
+		out->pidfd = pidfd;
+		out->statusfd = sp[0];
+		out->execfd = ep[0];
+		return 0;
+	}
 	/* Blocks only until exec or failure: no child waits for anything before exec. */
 	struct child_report rep;
 	ssize_t n;
@@ -273,6 +285,7 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 	out->pid = pid;
 	out->pidfd = pidfd;
 	out->statusfd = sp[0];
+	out->execfd = -1;
 	return 0;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -286,6 +299,24 @@ fail:
 	if (pidfd >= 0)
 		close(pidfd);
 	return rc;
+}
+
+int spawn_exec_result(int execfd, char *err, size_t errlen)
+{
+	struct child_report rep;
+	ssize_t n;
+	do {
+		n = read(execfd, &rep, sizeof rep);
+	} while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN)
+		return 1;
+	if (n <= 0)
+		return 0;   /* EOF: the close-on-exec write end went away at exec */
+	rep.step[sizeof rep.step - 1] = 0;
+	rep.msg[sizeof rep.msg - 1] = 0;
+	snprintf(err, errlen, "%s%s%s: %s", rep.step, rep.msg[0] ? " " : "", rep.msg,
+	         strerror(rep.err ? rep.err : EIO));
+	return rep.err ? -rep.err : -EIO;
 }
 
 int spawn_read_status(int statusfd, struct spawn_status *st)

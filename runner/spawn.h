@@ -32,12 +32,18 @@ struct spawn_req {
 	int fd_out;                 /* becomes 1 and 2 */
 	int fd_sock;                /* becomes 3 (FORKPOINT_FD) */
 	const struct sandbox_job *sandbox;   /* NULL: no containment beyond session and fds */
+	/* 0: spawn_start waits until the job has exec'd (or failed).  1: it returns right after
+	 * the clone, and the caller learns the outcome from spawn_proc.execfd without blocking —
+	 * so an event loop never waits for a sandbox to be built. */
+	int async;
 };
 
 struct spawn_proc {
 	pid_t pid;                  /* our child: the job, or the init of its PID namespace */
 	int pidfd;                  /* O_CLOEXEC */
 	int statusfd;               /* -1, or (with an init) where the job's status arrives */
+	int execfd;                 /* async only: readable when the job has exec'd (EOF) or failed
+	                               (a report); O_CLOEXEC|O_NONBLOCK; -1 when not async */
 };
 
 /* The job's end as the init saw it. */
@@ -49,6 +55,9 @@ struct spawn_status {
 
 /* 0 with *out set, or -errno with a one-line reason in err. */
 int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen);
+/* For an async start: 1 if the child has neither exec'd nor failed yet, 0 if it has exec'd,
+ * or -errno with the child's one-line reason in err if it failed before exec. */
+int spawn_exec_result(int execfd, char *err, size_t errlen);
 /* Read the init's report without blocking: 1 and *st, or 0 if there is none (the init was
  * killed before the job ended). */
 int spawn_read_status(int statusfd, struct spawn_status *st);

@@ -45,6 +45,8 @@ struct job {
 	pid_t pid;
 	int pidfd, sock, out, logfd;
 	int statusfd;              /* the PID namespace init's report of the job's end, or -1 */
+	int execfd;                /* until the job has exec'd: the spawn's report pipe, or -1 */
+	char start_error[300];     /* why it never ran, if so */
 	struct sandbox_job *sb;
 	struct sandbox_verdict verdict;
 	long log_max, log_written;
@@ -84,6 +86,11 @@ static void job_close_fds(struct job *j)
 	if (j->logfd >= 0) {
 		close(j->logfd);
 		j->logfd = -1;
+	}
+	if (j->execfd >= 0) {
+		loop_del_fd(l, j->execfd);
+		close(j->execfd);
+		j->execfd = -1;
 	}
 	if (j->statusfd >= 0) {
 		close(j->statusfd);
@@ -371,10 +378,32 @@ static void tail_text(const struct job *j, char *out, size_t outlen)
 	out[w] = 0;
 }
 
+/* The sandbox is built in the child, between clone and exec; the loop only hears how it went. */
+static void check_exec(struct job *j)
+{
+	if (j->execfd < 0)
+		return;
+	int rc = spawn_exec_result(j->execfd, j->start_error, sizeof j->start_error);
+	if (rc == 1)
+		return;
+	if (rc == 0)
+		j->start_error[0] = 0;
+	loop_del_fd(j->sv->loop, j->execfd);
+	close(j->execfd);
+	j->execfd = -1;
+}
+
+static void on_exec(struct loop *l, int fd, uint32_t ev, void *arg)
+{
+	(void)l; (void)fd; (void)ev;
+	check_exec(arg);
+}
+
 static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 {
 	struct job *j = arg;
 	(void)l; (void)fd; (void)ev;
+	check_exec(j);
 	/* Kill what is left of the tree while the leader is a zombie and its pgid still ours. */
 	kill(-j->pid, SIGKILL);
 	if (j->sb)
@@ -421,6 +450,8 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	char tail[TAIL_BYTES + 1];
 	tail_text(j, tail, sizeof tail);
 	x.tail = tail;
+	if (j->start_error[0])
+		x.start_error = j->start_error;
 	job_close_fds(j);
 	j->cb->on_exit(j->owner, j, &x);
 }
@@ -466,7 +497,7 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	j->sv = sv;
 	j->cb = cb;
 	j->owner = owner;
-	j->pidfd = j->sock = j->out = j->logfd = j->statusfd = -1;
+	j->pidfd = j->sock = j->out = j->logfd = j->statusfd = j->execfd = -1;
 	j->log_max = spec->log_max_bytes;
 	j->win_start = loop_now();
 	snprintf(j->task_id, sizeof j->task_id, "%s", spec->task_id);
@@ -502,6 +533,7 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	struct spawn_req req = {
 		.argv = spec->argv, .envp = spec->envp, .cwd = spec->cwd,
 		.fd_stdin = devnull, .fd_out = pp[1], .fd_sock = sv_sock[1], .sandbox = j->sb,
+		.async = 1,
 	};
 	struct spawn_proc proc;
 	rc = spawn_start(&req, &proc, err, errlen);
@@ -514,6 +546,7 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	j->pid = proc.pid;
 	j->pidfd = proc.pidfd;
 	j->statusfd = proc.statusfd;
+	j->execfd = proc.execfd;
 	sandbox_job_spawned(j->sb);
 	close(devnull);
 	close(pp[1]);
@@ -525,7 +558,8 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	fcntl(j->out, F_SETFL, O_NONBLOCK);
 	if ((rc = loop_add_fd(sv->loop, j->pidfd, EPOLLIN, on_pidfd, j)) < 0 ||
 	    (rc = loop_add_fd(sv->loop, j->sock, EPOLLIN, on_sock, j)) < 0 ||
-	    (rc = loop_add_fd(sv->loop, j->out, EPOLLIN, on_out, j)) < 0) {
+	    (rc = loop_add_fd(sv->loop, j->out, EPOLLIN, on_out, j)) < 0 ||
+	    (j->execfd >= 0 && (rc = loop_add_fd(sv->loop, j->execfd, EPOLLIN, on_exec, j)) < 0)) {
 		snprintf(err, errlen, "event loop: %s", strerror(-rc));
 		job_free(j);
 		return rc;

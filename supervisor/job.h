@@ -20,6 +20,8 @@ struct job_exit {
 	int killed_by_us;      /* we sent SIGKILL (cancel, timeout, violation, shutdown) */
 	const char *violation; /* non-NULL if the job was killed for misbehaving on its socket */
 	const char *tail;      /* last bytes of its stdout+stderr, NUL-terminated, valid UTF-8 */
+	const char *start_error; /* non-NULL: it never ran — the step between fork and exec that
+	                            failed, with its reason (the sandbox could not be built, exec) */
 	/* Set when the sandbox ended the job: code "sandbox_violation" (the seccomp filter killed
 	 * it) or "resource_limit" (memory, CPU time or file size; limit names the config key). */
 	const char *sandbox_code;

@@ -795,7 +795,12 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 	if (!TASK_TERMINAL(t->status)) {
 		cJSON *pending = t->pending_error;
 		t->pending_error = NULL;
-		if (x->violation) {
+		if (x->start_error) {
+			cJSON_Delete(pending);
+			snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
+			fail(ts, t, "job_failed", msg, 1,
+			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+		} else if (x->violation) {
 			cJSON_Delete(pending);
 			snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
 			fail(ts, t, "job_failed", msg, 0,
