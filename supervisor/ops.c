@@ -388,7 +388,7 @@ int ops_fsck(int argc, char **argv)
 		fprintf(stderr, "forkpoint: no state dir: pass --state DIR or set FORKPOINT_STATE\n");
 		return 2;
 	}
-	char err[1024];
+	char err[1024] = "";
 	uint64_t records = 0;
 	rc = journal_fsck(dir, repair, &records, err, sizeof err);
 	if (rc < 0) {
@@ -396,6 +396,8 @@ int ops_fsck(int argc, char **argv)
 		free(def);
 		return 1;
 	}
+	if (repair && err[0])
+		printf("repaired: %s\n", err);
 	printf("journal: %llu records, all checksums good\n", (unsigned long long)records);
 	struct view v;
 	if (view_open(&v, dir, NULL, NULL) < 0) {

@@ -414,6 +414,8 @@ int persist_compact(struct persist *p)
 		rc = transfer_snapshot(p->sv->transfers);
 	if (rc == 0)
 		rc = journal_rewrite_end(p->j);
+	else
+		journal_rewrite_abort(p->j);   /* the old segments stay authoritative; commits resume */
 	if (rc == 0) {
 		size_t removed = 0;
 		if (nblobs)

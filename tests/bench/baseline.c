@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "b64.h"
+#include "blob.h"
 #include "crc32c.h"
 
 extern char **environ;
@@ -259,4 +262,128 @@ fail:
 	free(pf);
 	free(pids);
 	return rc;
+}
+
+int base_children(pid_t pid, pid_t *out, size_t max, size_t *n)
+{
+	size_t count = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	for (struct dirent *e; (e = readdir(d));) {
+		char path[300], buf[512];
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;   /* it has exited since readdir */
+		ssize_t got = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (got <= 0)
+			continue;
+		buf[got] = 0;
+		/* The command name may hold spaces and parentheses: the fields follow the last ')'. */
+		char *p = strrchr(buf, ')');
+		long ppid;
+		char state;
+		if (!p || sscanf(p + 1, " %c %ld", &state, &ppid) != 2 || ppid != (long)pid)
+			continue;
+		if (count < max)
+			out[count] = (pid_t)atol(e->d_name);
+		count++;
+	}
+	closedir(d);
+	*n = count;
+	return 0;
+}
+
+int base_private_kb(pid_t pid, long *kb)
+{
+	char path[64], line[256];
+	long sum = 0, v;
+	int seen = 0;
+	snprintf(path, sizeof path, "/proc/%ld/smaps_rollup", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "Private_Clean: %ld kB", &v) == 1 || sscanf(line, "Private_Dirty: %ld kB", &v) == 1) {
+			sum += v;
+			seen++;
+		}
+	}
+	fclose(f);
+	if (seen != 2)
+		return -ENODATA;
+	*kb = sum;
+	return 0;
+}
+
+int base_spawned_private_kb(char *const argv[], int settle_ms, long *kb)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	int rc = -posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc < 0)
+		return rc;
+	struct timespec ts = { settle_ms / 1000, (settle_ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	rc = base_private_kb(pid, kb);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	return rc;
+}
+
+int base_b64_decode_sha256(char *const *texts, const size_t *lens, size_t n, size_t size, double *rate,
+                           char hex[65])
+{
+	size_t max = 0, off = 0;
+	int rc = 0;
+	for (size_t i = 0; i < n; i++)
+		max += B64_DECODED_MAX(lens[i]);
+	unsigned char *buf = malloc(max ? max : 1);
+	if (!buf)
+		return -ENOMEM;
+	/* Touch the buffer first: the upload's destination pages are not what is measured. */
+	memset(buf, 0, max);
+	double t0 = base_now();
+	for (size_t i = 0; i < n; i++) {
+		size_t bad;
+		ssize_t got = b64_decode(texts[i], lens[i], buf + off, &bad);
+		if (got < 0) {
+			rc = -EBADMSG;
+			goto fail;
+		}
+		off += (size_t)got;
+	}
+	if (off != size) {
+		rc = -EBADMSG;
+		goto fail;
+	}
+	blob_sha256_hex(buf, off, hex);
+	*rate = (double)size / (base_now() - t0);
+fail:
+	free(buf);
+	return rc;
+}
+
+int base_b64_encode_sha256(const void *data, size_t len, size_t chunk, double *rate)
+{
+	char hex[65];
+	char *enc = malloc(B64_ENCODED_SIZE(chunk));
+	if (!enc)
+		return -ENOMEM;
+	double t0 = base_now();
+	blob_sha256_hex(data, len, hex);
+	for (size_t off = 0; off < len; off += chunk)
+		b64_encode((const unsigned char *)data + off, len - off < chunk ? len - off : chunk, enc);
+	*rate = (double)len / (base_now() - t0);
+	free(enc);
+	return 0;
 }

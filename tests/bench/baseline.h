@@ -1,6 +1,8 @@
 /* tests/bench/baseline.h — the cost floors the benchmark figures are divided by, measured on
  * the same machine in the same run: raw appends with fdatasync, a raw scan of journal bytes,
- * and a plain posix_spawn loop.  None of them touches forkpoint code except crc32c.
+ * a plain posix_spawn loop, the memory of a plain process, and base64 + sha256 over a file's
+ * bytes in memory.  None of them touches forkpoint code except crc32c, base64 and the sha256
+ * wrapper, which are the floors themselves.
  *
  * All functions return 0 or -errno and write their result through the out pointers. */
 #ifndef FP_BENCH_BASELINE_H
@@ -8,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Monotonic seconds. */
 double base_now(void);
@@ -24,5 +27,27 @@ int base_scan_journal(const char *state_dir, uint64_t *records, uint64_t *bytes,
 /* Run argv (stdout/stderr to /dev/null) `total` times with up to `inflight` at once, using
  * posix_spawn and pidfds (the caller may have other children).  *rate: programs per second. */
 int base_spawn_rate(char *const argv[], unsigned total, unsigned inflight, double *rate);
+
+/* Direct children of pid (from /proc/<pid>/stat of every process): up to max of them in out,
+ * *n how many there are (may exceed max). */
+int base_children(pid_t pid, pid_t *out, size_t max, size_t *n);
+
+/* Private memory of a process (Private_Clean + Private_Dirty of /proc/<pid>/smaps_rollup): what
+ * the system gets back when it exits, KiB. */
+int base_private_kb(pid_t pid, long *kb);
+
+/* Start argv with posix_spawn, let it run settle_ms, read its private memory, then kill and
+ * reap it. */
+int base_spawned_private_kb(char *const argv[], int settle_ms, long *kb);
+
+/* The work an upload cannot avoid: decode n base64 texts (one file's chunks, in order) into one
+ * buffer of `size` bytes and hash it with sha256.  *rate: bytes per second; hex: the digest
+ * (-EBADMSG if a text is not base64 or the total is not size). */
+int base_b64_decode_sha256(char *const *texts, const size_t *lens, size_t n, size_t size, double *rate,
+                           char hex[65]);
+
+/* The work a download cannot avoid: sha256 over len bytes and base64 of them in chunks of
+ * `chunk` bytes.  *rate: bytes per second. */
+int base_b64_encode_sha256(const void *data, size_t len, size_t chunk, double *rate);
 
 #endif

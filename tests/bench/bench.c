@@ -21,7 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "b64.h"
 #include "baseline.h"
+#include "blob.h"
 #include "crc32c.h"
 #include "jgen.h"
 #include "loop.h"
@@ -135,20 +137,27 @@ static int mkdir_p2(const char *a, const char *b_or_null)
 
 /* Two tools: `count` runs plain-count N (N = 0: the job exits at once), `hold` runs the sleeper
  * for a given time (jobs that stay running or keep others queued).  sandbox: the tools'
- * "sandbox" object as JSON text, NULL for the defaults. */
+ * "sandbox" object as JSON text, NULL for the defaults.  file_root: the one folder the transfer
+ * tools may use, NULL for none. */
 static int write_config(struct bench *b, const char *path, int max_concurrent, int max_queue,
-                        const char *sandbox)
+                        const char *sandbox, const char *file_root)
 {
-	char sb[512] = "";
+	char sb[512] = "", roots[PATH_MAX + 32] = "";
 	if (sandbox && snprintf(sb, sizeof sb, ", \"sandbox\": %s", sandbox) >= (int)sizeof sb)
 		return fail(b, -ENAMETOOLONG, "sandbox settings too long");
+	/* The path goes into JSON unescaped: the scratch dir's name never needs escaping, and a
+	 * TMPDIR that would is refused rather than quoted wrongly. */
+	if (file_root && (strpbrk(file_root, "\"\\") ||
+	                  snprintf(roots, sizeof roots, "\"fileRoots\": [\"%s\"],\n              ", file_root) >=
+	                          (int)sizeof roots))
+		return fail(b, -EINVAL, "%s cannot be written into the config as it is", file_root);
 	FILE *f = fopen(path, "we");
 	if (!f)
 		return fail(b, -errno, "%s: %s", path, strerror(errno));
 	fprintf(f,
 		"{\n"
 		"  \"server\": { \"name\": \"forkpoint-bench\", \"maxConcurrent\": %d, \"maxQueue\": %d,\n"
-		"              \"cancelGraceSeconds\": 1 },\n"
+		"              %s\"cancelGraceSeconds\": 1 },\n"
 		"  \"tools\": [\n"
 		"    { \"name\": \"count\", \"description\": \"Prints n lines and exits.\",\n"
 		"      \"inputSchema\": { \"type\": \"object\", \"properties\": {\n"
@@ -160,15 +169,16 @@ static int write_config(struct bench *b, const char *path, int max_concurrent, i
 		"      \"command\": [\"%s\", \"{seconds}\", \"-\"], \"mode\": \"task\"%s }\n"
 		"  ]\n"
 		"}\n",
-		max_concurrent, max_queue, b->plain_count, sb, b->sleeper, sb);
+		max_concurrent, max_queue, roots, b->plain_count, sb, b->sleeper, sb);
 	if (fclose(f) != 0)
 		return fail(b, -errno, "%s: %s", path, strerror(errno));
 	return 0;
 }
 
-/* Directory, config and state of one supervisor; the state may be filled before it starts. */
-static int inst_prepare_sandbox(struct bench *b, struct inst *in, const char *tag, int max_concurrent,
-                                int max_queue, const char *sandbox)
+/* Directory, config and state of one supervisor; the state may be filled before it starts.
+ * sandbox and file_root as for write_config(). */
+static int inst_prepare_full(struct bench *b, struct inst *in, const char *tag, int max_concurrent,
+                             int max_queue, const char *sandbox, const char *file_root)
 {
 	memset(in, 0, sizeof *in);
 	int rc = join(in->dir, sizeof in->dir, b->work, tag);
@@ -182,12 +192,18 @@ static int inst_prepare_sandbox(struct bench *b, struct inst *in, const char *ta
 		rc = mkdir_p2(in->dir, in->state);
 	if (rc < 0)
 		return fail(b, rc, "%s/%s: %s", b->work, tag, strerror(-rc));
-	return write_config(b, in->config, max_concurrent, max_queue, sandbox);
+	return write_config(b, in->config, max_concurrent, max_queue, sandbox, file_root);
+}
+
+static int inst_prepare_sandbox(struct bench *b, struct inst *in, const char *tag, int max_concurrent,
+                                int max_queue, const char *sandbox)
+{
+	return inst_prepare_full(b, in, tag, max_concurrent, max_queue, sandbox, NULL);
 }
 
 static int inst_prepare(struct bench *b, struct inst *in, const char *tag, int max_concurrent, int max_queue)
 {
-	return inst_prepare_sandbox(b, in, tag, max_concurrent, max_queue, NULL);
+	return inst_prepare_full(b, in, tag, max_concurrent, max_queue, NULL, NULL);
 }
 
 static int inst_start(struct bench *b, struct inst *in)
@@ -295,6 +311,32 @@ static int task_get(struct bench *b, struct mcpc *c, const char *id, char *statu
 			char text[400];
 			describe(cJSON_GetObjectItemCaseSensitive(sc, "error"), text, sizeof text);
 			rc = fail(b, -EPROTO, "task %s failed: %s", id, text);
+		}
+	}
+	cJSON_Delete(r);
+	return rc;
+}
+
+/* The sandbox task `id` got (durable_task_get's "sandbox"): fail unless its profile is `want`;
+ * *degraded: how many mechanisms the host could not give it. */
+static int task_sandbox(struct bench *b, struct mcpc *c, const char *id, const char *want, int *degraded)
+{
+	char params[200];
+	cJSON *r = NULL;
+	get_params(params, sizeof params, id);
+	int rc = tool_call(b, c, params, &r);
+	if (rc < 0)
+		return rc;
+	const cJSON *sc;
+	if ((rc = tool_result(b, r, &sc)) == 0) {
+		const cJSON *sb = cJSON_GetObjectItemCaseSensitive(sc, "sandbox");
+		const cJSON *prof = cJSON_GetObjectItemCaseSensitive(sb, "profile");
+		if (!cJSON_IsString(prof) || strcmp(prof->valuestring, want) != 0) {
+			char text[400];
+			describe(sb, text, sizeof text);
+			rc = fail(b, -EPROTO, "task %s ran with sandbox %s, not profile %s", id, text, want);
+		} else {
+			*degraded = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sb, "degraded"));
 		}
 	}
 	cJSON_Delete(r);
@@ -483,18 +525,23 @@ static int fig_get(struct bench *b)
 	return rc;
 }
 
-/* ---- 3. tasks started and finished ---------------------------------------------------------- */
+/* ---- 3. tasks started and finished, per sandbox profile ------------------------------------ */
 
 #define THROUGHPUT_TASKS 300
 
 /* 300 tasks of plain-count 0 created (64 requests in flight), 4 jobs at a time, until all
- * have completed; against the same program run by posix_spawn, 4 at a time.  sandbox: the
- * tools' "sandbox" settings (NULL: defaults), so each isolation profile can have its figure. */
-static int throughput_figure(struct bench *b, const char *name, const char *tag, const char *sandbox)
+ * have completed; against the same program run by posix_spawn, 4 at a time.  profile: the
+ * tools' sandbox profile.  A profile that cannot run the program (a job killed by its
+ * filter) fails the figure with the task's error: that is a finding, not noise. */
+static int throughput_figure(struct bench *b, const char *profile)
 {
 	struct inst in;
 	double v[MAX_ROUNDS], base[MAX_ROUNDS];
 	char *argv[] = { b->plain_count, (char *)"0", NULL };
+	char tag[64], sandbox[64], id[33];
+	int n = 0, degraded = 0;
+	snprintf(tag, sizeof tag, "throughput-%s", profile);
+	snprintf(sandbox, sizeof sandbox, "{\"profile\": \"%s\"}", profile);
 	int rc = inst_prepare_sandbox(b, &in, tag, 4, 100000, sandbox);
 	if (rc == 0)
 		rc = inst_start(b, &in);
@@ -510,16 +557,34 @@ static int throughput_figure(struct bench *b, const char *name, const char *tag,
 			break;
 		v[r] = THROUGHPUT_TASKS / (base_now() - t0);
 	}
+	/* The figure is only about this profile if the jobs really got it. */
+	if (rc == 0 && (rc = list_count(b, in.c, "completed", &n, id)) == 0 && n == 0)
+		rc = fail(b, -EPROTO, "no completed task to check the sandbox of");
 	if (rc == 0)
+		rc = task_sandbox(b, in.c, id, profile, &degraded);
+	if (rc == 0) {
+		char name[160];
+		snprintf(name, sizeof name, "tasks started and finished, profile %s%s (300 x plain-count 0, 4 at a time)",
+		         profile, degraded && strcmp(profile, "none") != 0 ? " (degraded on this host)" : "");
 		report_rounds(name, v, "tasks/s", base, "posix_spawn+waitpid/s", b->rounds);
+	}
 	inst_stop(&in);
 	return rc;
 }
 
-static int fig_throughput(struct bench *b)
+static int fig_throughput_none(struct bench *b)
 {
-	return throughput_figure(b, "tasks started and finished (300 x plain-count 0, 4 at a time)", "throughput",
-	                         NULL);
+	return throughput_figure(b, "none");
+}
+
+static int fig_throughput_default(struct bench *b)
+{
+	return throughput_figure(b, "default");
+}
+
+static int fig_throughput_strict(struct bench *b)
+{
+	return throughput_figure(b, "strict");
 }
 
 /* ---- 4. durable create acknowledgements ------------------------------------------------------- */
@@ -724,11 +789,13 @@ static int fig_restart(struct bench *b)
 #define MEM_FINISHED 1000
 #define MEM_RUNNING  50
 
+static const char hold_params[] = "{\"name\":\"hold\",\"arguments\":{\"seconds\":600}}";
+
 static int fig_memory(struct bench *b)
 {
 	struct inst in;
-	long idle = 0, after = 0, running = 0;
-	int rc = inst_prepare(b, &in, "memory", MEM_RUNNING + 14, 100000);
+	long idle = 0, after = 0;
+	int rc = inst_prepare(b, &in, "memory", 4, 100000);
 	if (rc == 0)
 		rc = inst_start(b, &in);
 	if (rc == 0) {
@@ -742,35 +809,370 @@ static int fig_memory(struct bench *b)
 		sleep_ms(300);
 		rc = mcpc_rss_kb(in.c, &after);
 	}
-	if (rc == 0)
-		rc = create_pipelined(b, in.c, "{\"name\":\"hold\",\"arguments\":{\"seconds\":600}}", MEM_RUNNING, 0,
-		                      WINDOW, &done, &secs);
-	/* Every job must be running (not queued) before the reading. */
-	int n = 0;
-	for (double deadline = base_now() + 30; rc == 0; sleep_ms(50)) {
-		char id[33], st[32];
-		int started = 0;
-		if ((rc = list_count(b, in.c, "working", &n, id)) < 0)
-			break;
-		if (n >= MEM_RUNNING && (rc = task_get(b, in.c, id, st, sizeof st, &started)) == 0 && started)
-			break;
-		if (base_now() > deadline)
-			rc = fail(b, -ETIMEDOUT, "%d of %d jobs running after 30 s", n, MEM_RUNNING);
-	}
-	if (rc == 0) {
-		sleep_ms(500);
-		rc = mcpc_rss_kb(in.c, &running);
-	}
 	if (rc < 0 && !b->err[0])
 		fail(b, rc, "%s", strerror(-rc));
-	if (rc == 0) {
+	if (rc == 0)
 		report("supervisor RSS with 1,000 finished tasks", after / 1024.0, "MiB", idle / 1024.0, "MiB idle",
 		       (double)after / (double)idle);
-		double per = (double)(running - after) / MEM_RUNNING;
-		report("supervisor RSS per running job (50 running)", per, "KiB", (double)idle, "KiB idle",
-		       per / (double)idle);
+	inst_stop(&in);
+	return rc;
+}
+
+/* Wait until every task in ids has started its job (none still queued or starting). */
+static int wait_started(struct bench *b, struct mcpc *c, char (*ids)[33], int n, int timeout_ms)
+{
+	double deadline = base_now() + timeout_ms / 1000.0;
+	for (int i = 0; i < n;) {
+		char st[32];
+		int started = 0;
+		int rc = task_get(b, c, ids[i], st, sizeof st, &started);
+		if (rc < 0)
+			return rc;
+		if (strcmp(st, "working") != 0)
+			return fail(b, -EPROTO, "task %s is %s, not running", ids[i], st);
+		if (started) {
+			i++;
+			continue;
+		}
+		if (base_now() > deadline)
+			return fail(b, -ETIMEDOUT, "%d of %d jobs running after %d s", i, n, timeout_ms / 1000);
+		sleep_ms(20);
+	}
+	return 0;
+}
+
+/* One round in a fresh supervisor (so the allocator has not kept memory from an earlier
+ * round): one task run to completion first, so one-off costs of the first job are paid, then
+ * the supervisor's VmRSS with no job running and with MEM_RUNNING sandboxed sleepers running.
+ * *init_kb: the private memory of each job's sandbox init (the supervisor's children), per job. */
+static int memory_running_round(struct bench *b, int round, long *idle, long *running, double *init_kb,
+                                int *degraded)
+{
+	struct inst in;
+	char tag[32], id[33], st[32] = "";
+	char (*ids)[33] = calloc(MEM_RUNNING, sizeof *ids);
+	pid_t kids[MEM_RUNNING + 1];
+	size_t nkids = 0;
+	if (!ids)
+		return fail(b, -ENOMEM, "out of memory");
+	snprintf(tag, sizeof tag, "memory-running-%d", round);
+	int rc = inst_prepare_sandbox(b, &in, tag, MEM_RUNNING + 14, 1000, "{\"profile\": \"default\"}");
+	if (rc == 0)
+		rc = inst_start(b, &in);
+	if (rc == 0)
+		rc = create_task(b, in.c, count_params, id);
+	for (double deadline = base_now() + 30; rc == 0 && strcmp(st, "completed") != 0; sleep_ms(10)) {
+		if ((rc = task_get(b, in.c, id, st, sizeof st, NULL)) == 0 && base_now() > deadline)
+			rc = fail(b, -ETIMEDOUT, "task %s still %s after 30 s", id, st);
+	}
+	if (rc == 0) {
+		sleep_ms(300);
+		if ((rc = mcpc_rss_kb(in.c, idle)) < 0)
+			fail(b, rc, "VmRSS: %s", strerror(-rc));
+	}
+	for (int i = 0; rc == 0 && i < MEM_RUNNING; i++)
+		rc = create_task(b, in.c, hold_params, ids[i]);
+	if (rc == 0)
+		rc = wait_started(b, in.c, ids, MEM_RUNNING, 60000);
+	if (rc == 0)
+		rc = task_sandbox(b, in.c, ids[0], "default", degraded);
+	if (rc == 0) {
+		sleep_ms(500);
+		if ((rc = mcpc_rss_kb(in.c, running)) < 0)
+			fail(b, rc, "VmRSS: %s", strerror(-rc));
+	}
+	/* Each running job hangs off one child of the supervisor: its sandbox's init. */
+	if (rc == 0 && (rc = base_children(mcpc_pid(in.c), kids, MEM_RUNNING + 1, &nkids)) < 0)
+		fail(b, rc, "listing the supervisor's children: %s", strerror(-rc));
+	if (rc == 0 && nkids != MEM_RUNNING)
+		rc = fail(b, -EPROTO, "the supervisor has %zu children with %d jobs running", nkids, MEM_RUNNING);
+	long sum = 0;
+	for (size_t i = 0; rc == 0 && i < nkids; i++) {
+		long kb;
+		if ((rc = base_private_kb(kids[i], &kb)) < 0)
+			fail(b, rc, "private memory of %ld: %s", (long)kids[i], strerror(-rc));
+		sum += kb;
+	}
+	if (rc == 0)
+		*init_kb = (double)sum / (double)nkids;
+	inst_stop(&in);
+	free(ids);
+	return rc;
+}
+
+static int fig_memory_running(struct bench *b)
+{
+	double per[MAX_ROUNDS], idle[MAX_ROUNDS], init[MAX_ROUNDS], plain[MAX_ROUNDS];
+	char *argv[] = { b->sleeper, (char *)"600", (char *)"-", NULL };
+	int rc = 0, degraded = 0;
+	for (int r = 0; rc == 0 && r < b->rounds; r++) {
+		long i0 = 0, i1 = 0, kb = 0;
+		if ((rc = base_spawned_private_kb(argv, 500, &kb)) < 0) {
+			fail(b, rc, "plain sleeper baseline: %s", strerror(-rc));
+			break;
+		}
+		plain[r] = (double)kb;
+		if ((rc = memory_running_round(b, r, &i0, &i1, &init[r], &degraded)) < 0)
+			break;
+		idle[r] = (double)i0;
+		per[r] = (double)(i1 - i0) / MEM_RUNNING;
+	}
+	if (rc == 0) {
+		char name[160];
+		snprintf(name, sizeof name, "supervisor RSS per running job, profile default%s (%d sleepers)",
+		         degraded ? " (degraded on this host)" : "", MEM_RUNNING);
+		report_rounds(name, per, "KiB", idle, "KiB with none running", b->rounds);
+		report_rounds("sandbox init per running job, private memory", init, "KiB", plain, "KiB private of the "
+		              "job program run by posix_spawn", b->rounds);
+	}
+	return rc;
+}
+
+/* ---- 8. file transfer ----------------------------------------------------------------------------- */
+
+#define XFER_BYTES  (64u << 20)
+#define XFER_CHUNK  (256u << 10)
+#define XFER_CHUNKS (XFER_BYTES / XFER_CHUNK)
+#define MIB         (1024.0 * 1024.0)
+
+/* The file every round moves: its bytes, its chunks as base64 (what an upload sends, encoded
+ * before the clock starts so the client's own encoding is not measured), its sha256, and a
+ * buffer for one write request. */
+struct xfer_data {
+	unsigned char *bytes;
+	char *texts[XFER_CHUNKS];
+	size_t lens[XFER_CHUNKS];
+	char sha[65];
+	char *line;
+	size_t line_cap;
+};
+
+static void xfer_data_free(struct xfer_data *d)
+{
+	free(d->bytes);
+	for (size_t i = 0; i < XFER_CHUNKS; i++)
+		free(d->texts[i]);
+	free(d->line);
+}
+
+static int xfer_data_init(struct bench *b, struct xfer_data *d)
+{
+	memset(d, 0, sizeof *d);
+	if (!(d->bytes = malloc(XFER_BYTES)))
+		return fail(b, -ENOMEM, "out of memory");
+	/* Pseudo-random bytes (xorshift64): nothing on the way can shortcut repeated content. */
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	for (size_t i = 0; i < XFER_BYTES; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(d->bytes + i, &x, 8);
+	}
+	blob_sha256_hex(d->bytes, XFER_BYTES, d->sha);
+	for (size_t i = 0; i < XFER_CHUNKS; i++) {
+		if (!(d->texts[i] = malloc(B64_ENCODED_SIZE(XFER_CHUNK))))
+			return fail(b, -ENOMEM, "out of memory");
+		d->lens[i] = b64_encode(d->bytes + i * XFER_CHUNK, XFER_CHUNK, d->texts[i]);
+	}
+	d->line_cap = B64_ENCODED_SIZE(XFER_CHUNK) + 256;
+	if (!(d->line = malloc(d->line_cap)))
+		return fail(b, -ENOMEM, "out of memory");
+	return 0;
+}
+
+/* The structuredContent string `key` of a tool answer, or "" (never NULL). */
+static const char *sc_string(const cJSON *sc, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, key);
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static double sc_number(const cJSON *sc, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(sc, key);
+	return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* file_transfer_open for `name` (upload with size and sha256, or download); *handle. */
+static int xfer_open(struct bench *b, struct mcpc *c, const struct xfer_data *d, const char *name, int upload,
+                     char handle[33])
+{
+	char params[512];
+	cJSON *resp = NULL;
+	const cJSON *sc;
+	if (upload)
+		snprintf(params, sizeof params, "{\"name\":\"file_transfer_open\",\"arguments\":{\"direction\":"
+		         "\"upload\",\"path\":\"%s\",\"size\":%u,\"sha256\":\"%s\"}}", name, XFER_BYTES, d->sha);
+	else
+		snprintf(params, sizeof params, "{\"name\":\"file_transfer_open\",\"arguments\":{\"direction\":"
+		         "\"download\",\"path\":\"%s\"}}", name);
+	int rc = tool_call(b, c, params, &resp);
+	if (rc == 0 && (rc = tool_result(b, resp, &sc)) == 0) {
+		if (strlen(sc_string(sc, "handle")) != 32)
+			rc = fail(b, -EPROTO, "file_transfer_open answered without a handle");
+		else if (!upload && (sc_number(sc, "size") != XFER_BYTES || strcmp(sc_string(sc, "sha256"), d->sha)))
+			rc = fail(b, -EBADMSG, "download of %s: size %.0f, sha256 %s; uploaded %u bytes, sha256 %s", name,
+			          sc_number(sc, "size"), sc_string(sc, "sha256"), XFER_BYTES, d->sha);
+		else
+			memcpy(handle, sc_string(sc, "handle"), 33);
+	}
+	cJSON_Delete(resp);
+	return rc;
+}
+
+/* open → XFER_CHUNKS writes → commit, one call at a time as a client without pipelining
+ * does; *secs from the open to the commit's answer. */
+static int upload_once(struct bench *b, struct mcpc *c, struct xfer_data *d, const char *name, double *secs)
+{
+	char handle[33] = "", params[200];
+	cJSON *resp = NULL;
+	const cJSON *sc;
+	double t0 = base_now();
+	int rc = xfer_open(b, c, d, name, 1, handle);
+	for (size_t i = 0; rc == 0 && i < XFER_CHUNKS; i++) {
+		size_t off = i * XFER_CHUNK;
+		snprintf(d->line, d->line_cap, "{\"name\":\"file_transfer_write\",\"arguments\":{\"handle\":\"%s\","
+		         "\"offset\":%zu,\"data\":\"%s\"}}", handle, off, d->texts[i]);
+		if ((rc = tool_call(b, c, d->line, &resp)) < 0)
+			break;
+		if ((rc = tool_result(b, resp, &sc)) == 0 && sc_number(sc, "nextOffset") != (double)(off + XFER_CHUNK))
+			rc = fail(b, -EPROTO, "write at %zu: nextOffset %.0f", off, sc_number(sc, "nextOffset"));
+		cJSON_Delete(resp);
+	}
+	if (rc == 0) {
+		snprintf(params, sizeof params, "{\"name\":\"file_transfer_commit\",\"arguments\":{\"handle\":\"%s\"}}",
+		         handle);
+		if ((rc = tool_call(b, c, params, &resp)) == 0) {
+			if ((rc = tool_result(b, resp, &sc)) == 0 &&
+			    (strcmp(sc_string(sc, "status"), "completed") || strcmp(sc_string(sc, "sha256"), d->sha)))
+				rc = fail(b, -EBADMSG, "commit answered status %s, sha256 %s", sc_string(sc, "status"),
+				          sc_string(sc, "sha256"));
+			cJSON_Delete(resp);
+		}
+	}
+	*secs = base_now() - t0;
+	return rc;
+}
+
+/* open → reads of the default 256 KiB until eof; *secs from the open to the last answer.  The
+ * chunks' texts are kept and checked (decoded, compared, hashed) after the clock stops: a
+ * client's own decoding is not the server's cost. */
+static int download_once(struct bench *b, struct mcpc *c, struct xfer_data *d, const char *name, double *secs)
+{
+	char handle[33] = "", params[200];
+	cJSON *chunks[XFER_CHUNKS + 1];
+	size_t n = 0, off = 0;
+	int eof = 0;
+	double t0 = base_now();
+	int rc = xfer_open(b, c, d, name, 0, handle);
+	snprintf(params, sizeof params, "{\"name\":\"file_transfer_read\",\"arguments\":{\"handle\":\"%s\"}}",
+	         handle);
+	while (rc == 0 && !eof) {
+		cJSON *resp = NULL;
+		const cJSON *sc;
+		if (n > XFER_CHUNKS) {
+			rc = fail(b, -EPROTO, "no eof after %zu reads", n);
+			break;
+		}
+		if ((rc = tool_call(b, c, params, &resp)) < 0)
+			break;
+		if ((rc = tool_result(b, resp, &sc)) == 0) {
+			eof = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(sc, "eof"));
+			chunks[n] = cJSON_DetachItemFromObjectCaseSensitive((cJSON *)sc, "data");
+			if (!cJSON_IsString(chunks[n])) {
+				cJSON_Delete(chunks[n]);
+				rc = fail(b, -EPROTO, "file_transfer_read answered without data");
+			} else {
+				n++;
+			}
+			if (rc == 0 && eof && strcmp(sc_string(sc, "sha256"), d->sha) != 0)
+				rc = fail(b, -EBADMSG, "the last read gave sha256 %s, not %s", sc_string(sc, "sha256"), d->sha);
+		}
+		cJSON_Delete(resp);
+	}
+	*secs = base_now() - t0;
+	/* Every byte must be the file's: decode each chunk, append it, compare, hash. */
+	size_t max_text = B64_ENCODED_SIZE(XFER_CHUNK) - 1;
+	unsigned char *buf = rc == 0 ? malloc(XFER_BYTES) : NULL;
+	unsigned char *one = rc == 0 ? malloc(B64_DECODED_MAX(max_text)) : NULL;
+	if (rc == 0 && (!buf || !one))
+		rc = fail(b, -ENOMEM, "out of memory");
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		const char *t = chunks[i]->valuestring;
+		size_t len = strlen(t), bad;
+		ssize_t got = len <= max_text ? b64_decode(t, len, one, &bad) : -1;
+		if (got < 0 || off + (size_t)got > XFER_BYTES) {
+			rc = fail(b, -EBADMSG, "chunk %zu does not decode to the file's bytes", i);
+			break;
+		}
+		memcpy(buf + off, one, (size_t)got);
+		off += (size_t)got;
+	}
+	if (rc == 0 && (off != XFER_BYTES || memcmp(buf, d->bytes, XFER_BYTES) != 0))
+		rc = fail(b, -EBADMSG, "the %zu bytes downloaded differ from the %u uploaded", off, XFER_BYTES);
+	if (rc == 0) {
+		char hex[65];
+		blob_sha256_hex(buf, off, hex);
+		if (strcmp(hex, d->sha) != 0)
+			rc = fail(b, -EBADMSG, "the bytes downloaded hash to %s, not %s", hex, d->sha);
+	}
+	free(buf);
+	free(one);
+	for (size_t i = 0; i < n; i++)
+		cJSON_Delete(chunks[i]);
+	return rc;
+}
+
+/* Upload and download of one 64 MiB file per round through the transfer tools, against the
+ * base64 and sha256 work the server cannot avoid, done in-process on the same bytes. */
+static int fig_transfer(struct bench *b)
+{
+	struct inst in;
+	struct xfer_data d;
+	char root[PATH_MAX], path[PATH_MAX + 32];
+	double up[MAX_ROUNDS], up_base[MAX_ROUNDS], down[MAX_ROUNDS], down_base[MAX_ROUNDS];
+	int rc = join(root, sizeof root, b->work, "transfer-files");
+	if (rc == 0)
+		rc = mkdir_p2(root, NULL);
+	if (rc < 0)
+		return fail(b, rc, "%s: %s", root, strerror(-rc));
+	if ((rc = inst_prepare_full(b, &in, "transfer", 4, 1000, NULL, root)) < 0)
+		return rc;
+	if ((rc = xfer_data_init(b, &d)) == 0)
+		rc = inst_start(b, &in);
+	for (int r = 0; rc == 0 && r < b->rounds; r++) {
+		char name[32], hex[65];
+		double rate, secs;
+		snprintf(name, sizeof name, "bench-%d.bin", r);
+		if ((rc = base_b64_decode_sha256(d.texts, d.lens, XFER_CHUNKS, XFER_BYTES, &rate, hex)) < 0 ||
+		    strcmp(hex, d.sha) != 0) {
+			rc = fail(b, rc, "decode baseline: %s", rc < 0 ? strerror(-rc) : "wrong sha256");
+			break;
+		}
+		up_base[r] = rate / MIB;
+		if ((rc = upload_once(b, in.c, &d, name, &secs)) < 0)
+			break;
+		up[r] = XFER_BYTES / MIB / secs;
+		if ((rc = base_b64_encode_sha256(d.bytes, XFER_BYTES, XFER_CHUNK, &rate)) < 0) {
+			fail(b, rc, "encode baseline: %s", strerror(-rc));
+			break;
+		}
+		down_base[r] = rate / MIB;
+		if ((rc = download_once(b, in.c, &d, name, &secs)) < 0)
+			break;
+		down[r] = XFER_BYTES / MIB / secs;
+		/* Done with it: five rounds need not leave 320 MiB behind. */
+		snprintf(path, sizeof path, "%s/%s", root, name);
+		unlink(path);
+	}
+	if (rc == 0) {
+		report_rounds("file upload through the transfer tools (64 MiB, 256 KiB chunks, one call at a time)", up,
+		              "MiB/s", up_base, "MiB/s base64 decode+sha256", b->rounds);
+		report_rounds("file download through the transfer tools (64 MiB, 256 KiB chunks, one call at a time)",
+		              down, "MiB/s", down_base, "MiB/s base64 encode+sha256", b->rounds);
 	}
 	inst_stop(&in);
+	xfer_data_free(&d);
 	return rc;
 }
 
@@ -781,17 +1183,19 @@ struct figure {
 	int (*run)(struct bench *b);
 };
 
-/* In output order.  Per-sandbox-profile spawn figures belong after "throughput", one function
- * each, e.g. throughput_figure(b, "tasks started and finished, profile strict", "tp-strict",
- * "{\"profile\": \"strict\"}"). */
+/* In output order. */
 static const struct figure figures[] = {
 	{ "create-get", fig_create_get },
 	{ "get", fig_get },
-	{ "throughput", fig_throughput },
+	{ "throughput-none", fig_throughput_none },
+	{ "throughput-default", fig_throughput_default },
+	{ "throughput-strict", fig_throughput_strict },
 	{ "acks", fig_acks },
 	{ "replay", fig_replay },
 	{ "restart", fig_restart },
 	{ "memory", fig_memory },
+	{ "memory-running", fig_memory_running },
+	{ "transfer", fig_transfer },
 };
 #define NFIGURES (sizeof figures / sizeof figures[0])
 
