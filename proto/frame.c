@@ -167,34 +167,42 @@ static int decode_in_zone(struct frame *f, const char *data, size_t len)
 	return 0;
 }
 
-int frame_decode(const void *payload, size_t len, struct frame *f)
+/* Start f's zone with room for a len-byte payload at *buf.  0, or -ENOMEM with f zeroed. */
+static int zone_start(struct frame *f, size_t len, char **buf)
 {
-	int rc;
-	memset(f, 0, sizeof *f);
-	if (!payload || len == 0 || len > UINT32_MAX)
-		return -EBADMSG;
 	if (!msgpack_zone_init(&f->zone, MSGPACK_ZONE_CHUNK_SIZE)) {
 		memset(f, 0, sizeof *f);
 		return -ENOMEM;
 	}
-	char *copy = msgpack_zone_malloc(&f->zone, len);
-	if (!copy) {
-		rc = -ENOMEM;
-		goto fail;
+	*buf = msgpack_zone_malloc(&f->zone, len);
+	if (!*buf) {
+		frame_release(f);
+		return -ENOMEM;
 	}
+	return 0;
+}
+
+int frame_decode(const void *payload, size_t len, struct frame *f)
+{
+	char *copy;
+	int rc;
+	memset(f, 0, sizeof *f);
+	if (!payload || len == 0 || len > UINT32_MAX)
+		return -EBADMSG;
+	rc = zone_start(f, len, &copy);
+	if (rc < 0)
+		return rc;
 	memcpy(copy, payload, len);
 	rc = decode_in_zone(f, copy, len);
 	if (rc < 0)
-		goto fail;
-	return 0;
-fail:
-	frame_release(f);
+		frame_release(f);
 	return rc;
 }
 
 int frame_read(int fd, size_t max_frame, struct frame *f)
 {
 	unsigned char hdr[FRAME_HEADER_BYTES];
+	char *buf;
 	int rc;
 	memset(f, 0, sizeof *f);
 	rc = wire_read_full(fd, hdr, sizeof hdr);
@@ -205,24 +213,14 @@ int frame_read(int fd, size_t max_frame, struct frame *f)
 		return -EMSGSIZE;
 	if (len == 0)
 		return -EBADMSG;
-	if (!msgpack_zone_init(&f->zone, MSGPACK_ZONE_CHUNK_SIZE)) {
-		memset(f, 0, sizeof *f);
-		return -ENOMEM;
-	}
-	char *buf = msgpack_zone_malloc(&f->zone, len);
-	if (!buf) {
-		rc = -ENOMEM;
-		goto fail;
-	}
+	rc = zone_start(f, len, &buf);
+	if (rc < 0)
+		return rc;
 	rc = wire_read_full(fd, buf, len);
+	if (rc == 0)
+		rc = decode_in_zone(f, buf, len);
 	if (rc < 0)
-		goto fail;
-	rc = decode_in_zone(f, buf, len);
-	if (rc < 0)
-		goto fail;
-	return 0;
-fail:
-	frame_release(f);
+		frame_release(f);
 	return rc;
 }
 
@@ -252,18 +250,11 @@ const msgpack_object *frame_get(const msgpack_object *map, const char *key)
 
 const char *frame_type(const struct frame *f, char *buf, size_t buflen)
 {
-	const char *s;
-	size_t len;
 	if (!buf || buflen == 0)
 		return "";
 	buf[0] = '\0';
-	if (!f || frame_get_str(&f->root, "type", &s, &len) < 0)
-		return buf;
-	/* A type with a NUL in it must not pass for its prefix ("result\0junk"). */
-	if (len >= buflen || memchr(s, '\0', len))
-		return buf;
-	memcpy(buf, s, len);
-	buf[len] = '\0';
+	if (f)
+		frame_get_strcpy(&f->root, "type", buf, buflen);
 	return buf;
 }
 
@@ -279,6 +270,37 @@ int frame_get_str(const msgpack_object *map, const char *key, const char **s, si
 	if (len)
 		*len = o->via.str.size;
 	return 0;
+}
+
+int frame_get_strcpy(const msgpack_object *map, const char *key, char *buf, size_t buflen)
+{
+	const char *s;
+	size_t len;
+	int rc = frame_get_str(map, key, &s, &len);
+	if (rc < 0)
+		return rc;
+	/* A string with a NUL in it must not pass for its prefix ("result\0junk"). */
+	if (memchr(s, '\0', len))
+		return -EINVAL;
+	if (len >= buflen)
+		return -ERANGE;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	return 0;
+}
+
+char *frame_get_strdup(const msgpack_object *map, const char *key)
+{
+	const char *s;
+	size_t len;
+	if (frame_get_str(map, key, &s, &len) < 0 || memchr(s, '\0', len))
+		return NULL;
+	char *d = malloc(len + 1);
+	if (d) {
+		memcpy(d, s, len);
+		d[len] = '\0';
+	}
+	return d;
 }
 
 int frame_get_int(const msgpack_object *map, const char *key, int64_t *v)
@@ -688,6 +710,13 @@ size_t frame_reader_pending(const struct frame_reader *r)
 }
 
 /* ---- encoding -------------------------------------------------------------- */
+
+void frame_map_begin(struct frame_map *m, size_t nkeys)
+{
+	msgpack_sbuffer_init(&m->sb);
+	msgpack_packer_init(&m->pk, &m->sb, msgpack_sbuffer_write);
+	msgpack_pack_map(&m->pk, nkeys);
+}
 
 void frame_begin(msgpack_sbuffer *sbuf, msgpack_packer *pk)
 {

@@ -52,6 +52,12 @@ int frame_get_int(const msgpack_object *map, const char *key, int64_t *v);  /* a
 int frame_get_double(const msgpack_object *map, const char *key, double *v);  /* int or float */
 int frame_get_bin(const msgpack_object *map, const char *key, const void **p, size_t *len); /* bin or str */
 int frame_get_bool(const msgpack_object *map, const char *key, int *v);   /* 0 / 1 */
+/* A string as a NUL-terminated copy in buf; buf is left alone on failure.  0, -ENOENT,
+ * -EINVAL (not a string, or it holds a NUL byte), or -ERANGE (it needs more than buflen). */
+int frame_get_strcpy(const msgpack_object *map, const char *key, char *buf, size_t buflen);
+/* The same in a malloc'd copy (the caller frees it); NULL if absent, not a string, holding a
+ * NUL byte, or out of memory. */
+char *frame_get_strdup(const msgpack_object *map, const char *key);
 
 /* 1 if s[0..len) is valid UTF-8 (no overlongs, no surrogates) without NUL bytes, else 0.
  * Strings from a peer that end up in JSON or in C strings must pass this first. */
@@ -96,6 +102,15 @@ void frame_begin(msgpack_sbuffer *sbuf, msgpack_packer *pk);
  * first, so a frame truncated by a failed allocation (-EBADMSG / -ENOMEM) or packed too
  * deep (-ELOOP) is refused instead of sent. */
 int frame_finish(msgpack_sbuffer *sbuf);
+
+/* A bare msgpack map, without the frame header (the journal's records): frame_map_begin
+ * initialises m->sb and opens a map of nkeys; the caller packs the pairs with the helpers
+ * below into m->pk, then owns m->sb.data[0 .. m->sb.size) until msgpack_sbuffer_destroy(). */
+struct frame_map {
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+};
+void frame_map_begin(struct frame_map *m, size_t nkeys);
 
 /* Pack helpers.  A NULL string is packed as nil. */
 void frame_pack_str(msgpack_packer *pk, const char *s);

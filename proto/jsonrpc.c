@@ -162,3 +162,12 @@ char *rpc_request(const cJSON *id, const char *method, cJSON *params)
 		cJSON_AddItemToObject(o, "params", params);
 	return finish(o);
 }
+
+int rpc_same_id(const cJSON *a, const cJSON *b)
+{
+	if (cJSON_IsString(a) && cJSON_IsString(b))
+		return strcmp(a->valuestring, b->valuestring) == 0;
+	if (cJSON_IsNumber(a) && cJSON_IsNumber(b))
+		return a->valuedouble == b->valuedouble;
+	return 0;
+}

@@ -34,6 +34,9 @@ struct rpc_msg {
 void rpc_parse(const char *line, size_t len, struct rpc_msg *m);
 void rpc_msg_free(struct rpc_msg *m);
 
+/* 1 if two request ids are the same id (both strings or both numbers, equal). */
+int rpc_same_id(const cJSON *a, const cJSON *b);
+
 /* Builders.  `result`, `data` and `params` are consumed (may be NULL). */
 char *rpc_result(const cJSON *id, cJSON *result);
 char *rpc_error(const cJSON *id, int code, const char *message, cJSON *data);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 int wire_write_full(int fd, const void *buf, size_t len)
@@ -39,6 +40,88 @@ int wire_read_full(int fd, void *buf, size_t len)
 		p += n;
 		len -= (size_t)n;
 	}
+	return 0;
+}
+
+/* read or, with off >= 0, pread: both stop early only at end of file. */
+static ssize_t read_upto(int fd, void *buf, size_t len, int64_t off)
+{
+	unsigned char *p = buf;
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = off < 0 ? read(fd, p + got, len - got)
+		                    : pread(fd, p + got, len - got, (off_t)(off + (int64_t)got));
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	return (ssize_t)got;
+}
+
+ssize_t wire_read_upto(int fd, void *buf, size_t len)
+{
+	return read_upto(fd, buf, len, -1);
+}
+
+ssize_t wire_pread_upto(int fd, void *buf, size_t len, uint64_t off)
+{
+	if (off > INT64_MAX)
+		return -EINVAL;
+	return read_upto(fd, buf, len, (int64_t)off);
+}
+
+int wire_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const unsigned char *p = buf;
+	if (off > INT64_MAX)
+		return -EINVAL;
+	while (len > 0) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		/* Only a file that cannot grow answers 0; retrying would spin. */
+		if (n == 0)
+			return -EIO;
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+void wire_hex(const void *bytes, size_t n, char *out)
+{
+	static const char digits[] = "0123456789abcdef";
+	const unsigned char *b = bytes;
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = digits[b[i] >> 4];
+		out[2 * i + 1] = digits[b[i] & 15];
+	}
+	out[2 * n] = '\0';
+}
+
+int wire_random_hex(char out[33])
+{
+	unsigned char raw[16];
+	size_t got = 0;
+	while (got < sizeof raw) {
+		ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		got += (size_t)n;
+	}
+	wire_hex(raw, sizeof raw, out);
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* proto/wire.h — byte-level helpers shared by the supervisor and the job library:
- * full reads/writes that survive EINTR and short I/O, and a growable byte buffer.
+ * full reads/writes that survive EINTR and short I/O, hex text, random identifiers, and a
+ * growable byte buffer.
  * All functions return 0 (or a byte count) on success and -errno on failure; none print. */
 #ifndef FP_WIRE_H
 #define FP_WIRE_H
@@ -12,6 +13,19 @@
 int wire_write_full(int fd, const void *buf, size_t len);
 /* Read exactly len bytes from a blocking fd.  Returns 0, -EPIPE on EOF before len, or -errno. */
 int wire_read_full(int fd, void *buf, size_t len);
+/* Read until len bytes or end of file.  Returns the count (short only at end of file) or -errno. */
+ssize_t wire_read_upto(int fd, void *buf, size_t len);
+/* The same at a file offset (pread); the file position is left alone. */
+ssize_t wire_pread_upto(int fd, void *buf, size_t len, uint64_t off);
+/* Write all of buf at a file offset (pwrite).  Returns 0, -EIO if the file takes no more
+ * bytes, or -errno. */
+int wire_pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+
+/* n bytes as 2n lowercase hex digits and a NUL (out holds 2n + 1). */
+void wire_hex(const void *bytes, size_t n, char *out);
+/* A fresh identifier: 128 bits from getrandom() as 32 lowercase hex digits and a NUL.
+ * Returns 0 or -errno. */
+int wire_random_hex(char out[33]);
 
 static inline void wire_put_be32(unsigned char *p, uint32_t v)
 {

@@ -100,20 +100,18 @@ static int read_stdin(size_t max, unsigned char **out, size_t *outlen)
 			buf = nb;
 			cap *= 2;
 		}
-		ssize_t n = read(STDIN_FILENO, buf + len, cap - len);
+		ssize_t n = wire_read_upto(STDIN_FILENO, buf + len, cap - len);
 		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
+			rc = (int)n;
 			goto fail;
 		}
-		if (n == 0)
-			break;
 		len += (size_t)n;
 		if (len > max) {
 			rc = -EMSGSIZE;
 			goto fail;
 		}
+		if (len < cap)
+			break;   /* end of input */
 	}
 	*out = buf;
 	*outlen = len;

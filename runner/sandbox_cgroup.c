@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "wire.h"
+
 enum { H_V2, H_MEM, H_PIDS, H_N };
 
 struct cg_host {
@@ -61,16 +63,9 @@ static int read_file(const char *dir, const char *name, char *buf, size_t len)
 	int fd = open(p, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	size_t got = 0;
-	while (got + 1 < len) {
-		ssize_t n = read(fd, buf + got, len - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = 0;
+	/* cgroup files answer in one read; a failed read gives an empty value. */
+	ssize_t got = wire_read_upto(fd, buf, len - 1);
+	buf[got > 0 ? got : 0] = 0;
 	close(fd);
 	return 0;
 }

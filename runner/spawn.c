@@ -207,6 +207,16 @@ static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd
 
 /* ---- the supervisor's side ------------------------------------------------------------ */
 
+/* The child's failure report as one line in err; returns it as -errno. */
+static int report_text(struct child_report *rep, char *err, size_t errlen)
+{
+	int e = rep->err ? rep->err : EIO;
+	rep->step[sizeof rep->step - 1] = 0;
+	rep->msg[sizeof rep->msg - 1] = 0;
+	snprintf(err, errlen, "%s%s%s: %s", rep->step, rep->msg[0] ? " " : "", rep->msg, strerror(e));
+	return -e;
+}
+
 int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen)
 {
 	int ep[2] = { -1, -1 }, sp[2] = { -1, -1 };
@@ -250,34 +260,23 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 
 	if (r->async) {
 		fcntl(ep[0], F_SETFL, O_NONBLOCK);
-		if (ppidfd >= 0)
-			close(ppidfd);
-		if (sp[0] >= 0)
-			fcntl(sp[0], F_SETFL, O_NONBLOCK);
-		out->pid = pid;
-		out->pidfd = pidfd;
-		out->statusfd = sp[0];
-		out->execfd = ep[0];
-		return 0;
+	} else {
+		/* Blocks only until exec or failure: no child waits for anything before exec. */
+		struct child_report rep;
+		ssize_t n;
+		do {
+			n = read(ep[0], &rep, sizeof rep);
+		} while (n < 0 && errno == EINTR);
+		if (n > 0) {
+			rc = report_text(&rep, err, errlen);
+			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			waitpid(pid, NULL, 0);
+			pid = -1;
+			goto fail;
+		}
+		close(ep[0]);
+		ep[0] = -1;
 	}
-	/* Blocks only until exec or failure: no child waits for anything before exec. */
-	struct child_report rep;
-	ssize_t n;
-	do {
-		n = read(ep[0], &rep, sizeof rep);
-	} while (n < 0 && errno == EINTR);
-	if (n > 0) {
-		rc = rep.err ? -rep.err : -EIO;
-		rep.step[sizeof rep.step - 1] = 0;
-		rep.msg[sizeof rep.msg - 1] = 0;
-		snprintf(err, errlen, "%s%s%s: %s", rep.step, rep.msg[0] ? " " : "", rep.msg,
-		         strerror(rep.err ? rep.err : EIO));
-		syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-		waitpid(pid, NULL, 0);
-		pid = -1;
-		goto fail;
-	}
-	close(ep[0]);
 	if (ppidfd >= 0)
 		close(ppidfd);
 	if (sp[0] >= 0)
@@ -285,7 +284,7 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 	out->pid = pid;
 	out->pidfd = pidfd;
 	out->statusfd = sp[0];
-	out->execfd = -1;
+	out->execfd = ep[0];
 	return 0;
 fail:
 	for (int i = 0; i < 2; i++) {
@@ -312,11 +311,7 @@ int spawn_exec_result(int execfd, char *err, size_t errlen)
 		return 1;
 	if (n <= 0)
 		return 0;   /* EOF: the close-on-exec write end went away at exec */
-	rep.step[sizeof rep.step - 1] = 0;
-	rep.msg[sizeof rep.msg - 1] = 0;
-	snprintf(err, errlen, "%s%s%s: %s", rep.step, rep.msg[0] ? " " : "", rep.msg,
-	         strerror(rep.err ? rep.err : EIO));
-	return rep.err ? -rep.err : -EIO;
+	return report_text(&rep, err, errlen);
 }
 
 int spawn_read_status(int statusfd, struct spawn_status *st)

@@ -18,8 +18,11 @@
 
 #include <openssl/evp.h>
 
+#include "wire.h"
+
 #define BLOB_DIR "blobs"
 #define TMP_PREFIX ".tmp-"
+#define HASH_BUF (1u << 20)   /* blob_sha256_fd reads this much at a time */
 
 /* ---- sha256 ------------------------------------------------------------------ */
 
@@ -50,7 +53,6 @@ static const EVP_MD *sha256_md(void)
 
 void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
 {
-	static const char digits[] = "0123456789abcdef";
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned int mdlen = 0;
 
@@ -61,11 +63,41 @@ void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
 		hex[BLOB_HEX_LEN] = '\0';
 		return;
 	}
-	for (unsigned int i = 0; i < 32; i++) {
-		hex[2 * i] = digits[md[i] >> 4];
-		hex[2 * i + 1] = digits[md[i] & 15];
+	wire_hex(md, 32, hex);
+}
+
+int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1])
+{
+	unsigned char *buf = malloc(HASH_BUF), md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0;
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	int rc = -ENOMEM;
+
+	if (buf == NULL || ctx == NULL || EVP_DigestInit_ex(ctx, sha256_md(), NULL) != 1)
+		goto fail;
+	for (uint64_t off = 0; off < len;) {
+		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
+		ssize_t n = wire_pread_upto(fd, buf, want, off);
+		if (n < 0) {
+			rc = (int)n;
+			goto fail;
+		}
+		if ((size_t)n < want) {
+			rc = -EIO;
+			goto fail;
+		}
+		if (EVP_DigestUpdate(ctx, buf, want) != 1)
+			goto fail;
+		off += want;
 	}
-	hex[BLOB_HEX_LEN] = '\0';
+	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
+		goto fail;
+	wire_hex(md, 32, hex);
+	rc = 0;
+fail:
+	EVP_MD_CTX_free(ctx);
+	free(buf);
+	return rc;
 }
 
 /* ---- paths --------------------------------------------------------------------- */
@@ -110,23 +142,6 @@ static int mkdir_durable(const char *path, const char *parent)
 	return errno == EEXIST ? 0 : -errno;
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const unsigned char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* ---- put / get / exists ----------------------------------------------------------- */
 
 int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
@@ -163,7 +178,7 @@ int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	rc = write_all(fd, data, len);
+	rc = wire_write_full(fd, data, len);
 	if (rc < 0)
 		goto fail;
 	if (fdatasync(fd) < 0) {
@@ -194,7 +209,7 @@ int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
 	char path[PATH_MAX], got[BLOB_HEX_LEN + 1];
 	unsigned char *buf = NULL;
 	struct stat st;
-	size_t have = 0;
+	ssize_t have;
 	int fd = -1;
 	int rc;
 
@@ -220,26 +235,19 @@ int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	while (have < (size_t)st.st_size) {
-		ssize_t n = read(fd, buf + have, (size_t)st.st_size - have);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		have += (size_t)n;
+	have = wire_read_upto(fd, buf, (size_t)st.st_size);
+	if (have < 0) {
+		rc = (int)have;
+		goto fail;
 	}
-	blob_sha256_hex(buf, have, got);
+	blob_sha256_hex(buf, (size_t)have, got);
 	if (strcmp(got, hex) != 0) {
 		rc = -EBADMSG;
 		goto fail;
 	}
 	close(fd);
 	*data = buf;
-	*len = have;
+	*len = (size_t)have;
 	return 0;
 
 fail:

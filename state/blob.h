@@ -6,6 +6,7 @@
 #define FP_BLOB_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define BLOB_HEX_LEN 64
 
@@ -20,5 +21,8 @@ int blob_exists(const char *state_dir, const char *hex);
 int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *removed);
 /* sha256 of a buffer as hex (OpenSSL EVP; the digest is fetched once per process). */
 void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1]);
+/* sha256 of the first len bytes of fd as hex, read with pread (the file position is left
+ * alone).  0, -EIO if the file is shorter than len, or -errno. */
+int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1]);
 
 #endif

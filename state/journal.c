@@ -17,6 +17,7 @@
  * at most one line into err; informational lines go to the caller's log callback. */
 #include "journal.h"
 #include "crc32c.h"
+#include "wire.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -131,26 +132,6 @@ static int ends_with(const char *s, const char *suffix)
 {
 	size_t a = strlen(s), b = strlen(suffix);
 	return a >= b && strcmp(s + a - b, suffix) == 0;
-}
-
-static int pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
-{
-	const unsigned char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
 }
 
 /* rename that never replaces: side files are evidence and must not overwrite each other.
@@ -367,7 +348,7 @@ static void seg_unload(struct seg *s)
 static int seg_load(struct seg *s)
 {
 	struct stat st;
-	size_t have = 0;
+	ssize_t have;
 
 	if (s->buf != NULL)
 		return 0;
@@ -378,20 +359,12 @@ static int seg_load(struct seg *s)
 	s->buf = malloc((size_t)st.st_size + 1);
 	if (s->buf == NULL)
 		return -ENOMEM;
-	while (have < (size_t)st.st_size) {
-		ssize_t n = pread(s->fd, s->buf + have, (size_t)st.st_size - have, (off_t)have);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			int rc = -errno;
-			seg_unload(s);
-			return rc;
-		}
-		if (n == 0)
-			break;
-		have += (size_t)n;
+	have = wire_pread_upto(s->fd, s->buf, (size_t)st.st_size, 0);
+	if (have < 0) {
+		seg_unload(s);
+		return (int)have;
 	}
-	s->len = have;
+	s->len = (size_t)have;
 	return 0;
 }
 
@@ -735,7 +708,7 @@ static int cut_tail(struct scan *sc, struct seg *s, size_t off)
 	fd = openat(sc->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = pwrite_all(fd, s->buf + off, s->len - off, 0);
+	rc = wire_pwrite_full(fd, s->buf + off, s->len - off, 0);
 	if (rc == 0 && fdatasync(fd) < 0)
 		rc = -errno;
 	close(fd);
@@ -938,7 +911,7 @@ static int lock_take(int dirfd, const char *state_dir, int *out, char *err, size
 	}
 	/* The pid is only for the message a second instance prints; the lock is the flock. */
 	int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) < 0 || pwrite_all(fd, buf, (size_t)n, 0) < 0) {
+	if (ftruncate(fd, 0) < 0 || wire_pwrite_full(fd, buf, (size_t)n, 0) < 0) {
 		rc = -errno;
 		set_err(err, errlen, "%s/journal/" LOCK_NAME ": %s", state_dir, strerror(-rc));
 		close(fd);
@@ -1015,7 +988,7 @@ static int seg_create(struct journal *j, uint64_t seq, int finish, int *fd)
 	*fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (*fd < 0)
 		return -errno;
-	rc = pwrite_all(*fd, hdr, sizeof hdr, 0);
+	rc = wire_pwrite_full(*fd, hdr, sizeof hdr, 0);
 	if (rc < 0 || !finish)
 		goto out;
 	if (fdatasync(*fd) < 0 || renameat(j->dirfd, tmp, j->dirfd, name) < 0) {
@@ -1084,7 +1057,7 @@ static int batch_add(struct journal *j, uint8_t type, const void *payload, size_
 	/* A snapshot goes to a file no reader trusts until it is renamed: it can be written
 	 * ahead without syncing, keeping memory bounded whatever the live state's size. */
 	if (j->rw_active && j->blen >= REWRITE_SPILL) {
-		rc = pwrite_all(j->rw_fd, j->batch, j->blen, j->rw_off);
+		rc = wire_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
 		if (rc < 0) {
 			j->rw_err = rc;
 			return rc;
@@ -1103,18 +1076,24 @@ int journal_append(struct journal *j, uint8_t type, const void *payload, size_t 
 	return batch_add(j, type, payload, len);
 }
 
-int journal_commit(struct journal *j)
+/* 0 if j may commit or start a rewrite now, else why not.  Between rewrite_begin and
+ * rewrite_end the batch belongs to the snapshot, which is not authoritative until renamed:
+ * nothing can be made durable through it, and one rewrite runs at a time. */
+static int may_write(const struct journal *j)
 {
-	int rc;
-
 	if (j == NULL)
 		return -EINVAL;
 	if (j->read_only)
 		return -EROFS;
-	/* Between rewrite_begin and rewrite_end the batch belongs to the snapshot, which is not
-	 * authoritative until renamed: nothing can be made durable through it. */
-	if (j->rw_active)
-		return -EBUSY;
+	return j->rw_active ? -EBUSY : 0;
+}
+
+int journal_commit(struct journal *j)
+{
+	int rc = may_write(j);
+
+	if (rc < 0)
+		return rc;
 	if (j->tail_dirty) {
 		if (ftruncate(j->fd, (off_t)j->off) < 0)
 			return -errno;
@@ -1133,7 +1112,7 @@ int journal_commit(struct journal *j)
 		j->off = SEG_HDR;
 		j->total += SEG_HDR;
 	}
-	rc = pwrite_all(j->fd, j->batch, j->blen, j->off);
+	rc = wire_pwrite_full(j->fd, j->batch, j->blen, j->off);
 	if (rc == 0 && fdatasync(j->fd) < 0)
 		rc = -errno;
 	if (rc < 0) {
@@ -1183,14 +1162,10 @@ void journal_rewrite_abort(struct journal *j)
 
 int journal_rewrite_begin(struct journal *j)
 {
-	int rc;
+	int rc = may_write(j);
 
-	if (j == NULL)
-		return -EINVAL;
-	if (j->read_only)
-		return -EROFS;
-	if (j->rw_active)
-		return -EBUSY;
+	if (rc < 0)
+		return rc;
 	rc = journal_commit(j);
 	if (rc < 0)
 		return rc;
@@ -1241,7 +1216,7 @@ int journal_rewrite_end(struct journal *j)
 	if (rc == 0)
 		rc = batch_add(j, JOURNAL_SNAPSHOT_END, NULL, 0);
 	if (rc == 0 && j->blen > 0)
-		rc = pwrite_all(j->rw_fd, j->batch, j->blen, j->rw_off);
+		rc = wire_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
 	if (rc == 0) {
 		j->rw_off += j->blen;
 		j->blen = 0;

@@ -9,6 +9,7 @@
 
 #include "frame.h"
 #include "schema.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,24 +32,6 @@ struct ctx {
 	const char *dir;    /* relative paths resolve against this */
 };
 
-/* After truncation a message must still be whole UTF-8 characters on one line: drop a cut-off
- * final sequence and blank control bytes (a key or a path may contain a newline). */
-static void tidy(char *s)
-{
-	size_t len = strlen(s), i = len;
-	while (i > 0 && len - i < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
-		i--;
-	if (i > 0) {
-		unsigned char lead = (unsigned char)s[i - 1];
-		size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-		if (len - (i - 1) < want)
-			s[i - 1] = '\0';
-	}
-	for (unsigned char *p = (unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7F)
-			*p = ' ';
-}
-
 /* One line: "<file>: <path>: <message>", leaving out whichever of file and path is empty. */
 static int fail(struct ctx *cx, const char *path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(struct ctx *cx, const char *path, const char *fmt, ...)
@@ -62,7 +45,7 @@ static int fail(struct ctx *cx, const char *path, const char *fmt, ...)
 	va_end(ap);
 	snprintf(cx->err, cx->errlen, "%s%s%s%s%s", cx->file, *cx->file ? ": " : "",
 	         path, *path ? ": " : "", msg);
-	tidy(cx->err);
+	schema_tidy(cx->err);
 	return -1;
 }
 
@@ -89,19 +72,9 @@ static const cJSON *get(const cJSON *obj, const char *key)
 	return cJSON_GetObjectItemCaseSensitive(obj, key);
 }
 
-static int is_integral(double d)
-{
-	/* without libm: every double beyond 2^53 is whole; below it a cast round-trip tells */
-	if (!isfinite(d))
-		return 0;
-	if (d >= 9007199254740992.0 || d <= -9007199254740992.0)
-		return 1;
-	return d == (double)(long long)d;
-}
-
 static void fmt_num(char *buf, size_t n, double d)
 {
-	if (is_integral(d) && d < 1e15 && d > -1e15)
+	if (schema_is_integral(d) && d < 1e15 && d > -1e15)
 		snprintf(buf, n, "%.0f", d);
 	else
 		snprintf(buf, n, "%.15g", d);
@@ -171,9 +144,9 @@ static int opt_long(struct ctx *cx, const cJSON *obj, const char *opath, const c
 		return 0;
 	char kp[KEYPATH], g[64];
 	key_path(kp, opath, key);
-	if (cJSON_IsNumber(v) && is_integral(v->valuedouble) && v->valuedouble > (double)max)
+	if (cJSON_IsNumber(v) && schema_is_integral(v->valuedouble) && v->valuedouble > (double)max)
 		return fail(cx, kp, "must be an integer <= %ld (got %s)", max, got(v, g, sizeof g));
-	if (!cJSON_IsNumber(v) || !is_integral(v->valuedouble) || v->valuedouble < (double)min)
+	if (!cJSON_IsNumber(v) || !schema_is_integral(v->valuedouble) || v->valuedouble < (double)min)
 		return fail(cx, kp, "must be an integer >= %ld (got %s)", min, got(v, g, sizeof g));
 	*out = (long)v->valuedouble;
 	return 0;
@@ -851,21 +824,15 @@ static int read_file(const char *path, char **text, size_t *len)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	for (;;) {
-		ssize_t n = read(fd, buf + have, cap - have);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -errno;
-			goto fail;
-		}
-		if (n == 0)
-			break;
-		have += (size_t)n;
-		if (have == cap) {
-			rc = -EFBIG;   /* changed under us; refuse rather than parse a torn copy */
-			goto fail;
-		}
+	ssize_t n = wire_read_upto(fd, buf, cap);
+	if (n < 0) {
+		rc = (int)n;
+		goto fail;
+	}
+	have = (size_t)n;
+	if (have == cap) {
+		rc = -EFBIG;   /* changed under us; refuse rather than parse a torn copy */
+		goto fail;
 	}
 	close(fd);
 	*text = buf;

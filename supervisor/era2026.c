@@ -137,18 +137,8 @@ static cJSON *task_error(const struct task *t)
 /* The extension's Task; detailed adds what tasks/get inlines for the status. */
 static cJSON *task_view(struct era2026 *e, const struct task *t, int detailed)
 {
-	char ts[64];
 	double ttl = t->tool ? t->tool->ttl_seconds : DEFAULT_TTL_S;
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "taskId", t->id);
-	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
-	const char *sm = server_task_status_message(t);
-	if (sm)
-		cJSON_AddStringToObject(o, "statusMessage", sm);
-	facade_iso_time(t->created_ms, ts);
-	cJSON_AddStringToObject(o, "createdAt", ts);
-	facade_iso_time(t->updated_ms, ts);
-	cJSON_AddStringToObject(o, "lastUpdatedAt", ts);
+	cJSON *o = server_task_object(t);
 	cJSON_AddNumberToObject(o, "ttlMs", (double)llround(ttl * 1000.0));
 	cJSON_AddNumberToObject(o, "pollIntervalMs", POLL_MS);
 	if (!detailed)
@@ -311,19 +301,10 @@ void era2026_on_task(struct era2026 *e, struct task *t, enum task_event ev)
 	}
 }
 
-static int same_id(const cJSON *a, const cJSON *b)
-{
-	if (cJSON_IsString(a) && cJSON_IsString(b))
-		return strcmp(a->valuestring, b->valuestring) == 0;
-	if (cJSON_IsNumber(a) && cJSON_IsNumber(b))
-		return a->valuedouble == b->valuedouble;
-	return 0;
-}
-
 int era2026_cancelled(struct era2026 *e, struct msess *ms, const cJSON *request_id, const char *reason)
 {
 	for (struct waiting *w = e ? e->waiting : NULL; w; w = w->next) {
-		if (w->ms != ms || !same_id(w->id, request_id))
+		if (w->ms != ms || !rpc_same_id(w->id, request_id))
 			continue;
 		struct task *t = w->t;
 		/* No response goes out for a cancelled request. */
@@ -402,29 +383,15 @@ static void m_tasks(struct era2026 *e, struct msess *ms, const cJSON *id, const 
 static void m_resources(struct era2026 *e, struct msess *ms, const cJSON *id, const char *method,
                         const cJSON *params)
 {
-	struct transfers *tr = e->sv->transfers;
-	int code = RPC_INTERNAL_ERROR;
-	const char *msg = "resources are not available";
-	cJSON *r = NULL;
-	if (!tr) {
-		code = RPC_METHOD_NOT_FOUND;
-	} else if (strcmp(method, "resources/list") == 0) {
-		r = transfer_resources_list(tr, params, &code, &msg);
-	} else if (strcmp(method, "resources/templates/list") == 0) {
-		r = transfer_resource_templates(tr);
-	} else {
-		const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
-		if (cJSON_IsString(uri)) {
-			r = transfer_resource_read(tr, uri->valuestring, &code, &msg);
-		} else {
-			code = RPC_INVALID_PARAMS;
-			msg = "resources/read: params.uri must be a string";
-		}
-	}
+	int code;
+	const char *msg;
+	cJSON *r = server_resources(e->sv->transfers, method, params, &code, &msg);
 	if (r) {
 		answer(e, ms, id, cacheable(r, "private"), "complete");
 		return;
 	}
+	if (!e->sv->transfers)
+		code = RPC_METHOD_NOT_FOUND;
 	/* This era reports a missing resource as invalid params. */
 	server_reply_error(ms, id, code == RPC_RESOURCE_NOT_FOUND ? RPC_INVALID_PARAMS : code, msg, NULL);
 }
@@ -478,13 +445,8 @@ static void m_call(struct era2026 *e, struct msess *ms, const cJSON *id, const c
 		server_reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
 		return;
 	}
-	if (transfer_is_tool(name->valuestring) || facade_is_tool(name->valuestring)) {
-		const cJSON *schema = server_tool_schema(e->srv, name->valuestring);
-		cJSON *r = !facade_is_tool(name->valuestring) ? (sv->transfers
-			? transfer_call(sv->transfers, name->valuestring, schema, args)
-			: facade_error("internal_error", "file transfer is not available", 0, ""))
-			: facade_call(sv, name->valuestring, schema, args);
-		cJSON_Delete(args);
+	cJSON *r;
+	if (server_run_builtin(e->srv, name->valuestring, args, &r)) {
 		answer(e, ms, id, r, "complete");
 		return;
 	}
@@ -500,27 +462,9 @@ static void m_call(struct era2026 *e, struct msess *ms, const cJSON *id, const c
 		missing_tasks_extension(ms, id, "This tool runs only as a task: declare the io.modelcontextprotocol/tasks extension");
 		return;
 	}
-	char err[512], field[256];
-	if (schema_validate(tool->input_schema, args, err, sizeof err, field, sizeof field) < 0) {
-		cJSON_Delete(args);
-		cJSON *env = task_envelope("invalid_arguments", err, 1,
-			"Fix the named argument to match the tool's inputSchema and call the tool again.");
-		cJSON_AddStringToObject(env, "param", field);
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "status", "failed");
-		cJSON_AddItemToObject(o, "error", env);
-		answer(e, ms, id, facade_result(o, 1), "complete");
-		return;
-	}
 	struct task *t;
-	int rc = tasks_create(sv->tasks, tool, args, &t);
-	if (rc == -ENOBUFS) {
-		answer(e, ms, id, facade_error("queue_full", "Too many tasks are waiting to run.", 1,
-			"Wait for running tasks to finish (durable_task_list), then call the tool again."), "complete");
-		return;
-	}
-	if (rc < 0) {
-		answer(e, ms, id, facade_error("internal_error", strerror(-rc), 1, "Call the tool again."), "complete");
+	if (server_start_task(sv, tool, args, &t, &r) < 0) {
+		answer(e, ms, id, r, "complete");
 		return;
 	}
 	answer_or_wait(e, ms, id, params, t, c);

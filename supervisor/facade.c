@@ -46,17 +46,17 @@ cJSON *facade_result(cJSON *obj, int is_error)
 	return r;
 }
 
-static cJSON *error_obj(cJSON *envelope)
+cJSON *facade_failure(cJSON *envelope)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "status", "failed");
 	cJSON_AddItemToObject(o, "error", envelope);
-	return o;
+	return facade_result(o, 1);
 }
 
 cJSON *facade_error(const char *code, const char *message, int retryable, const char *hint)
 {
-	return facade_result(error_obj(task_envelope(code, message, retryable, hint)), 1);
+	return facade_failure(task_envelope(code, message, retryable, hint));
 }
 
 static cJSON *invalid_param(const char *param, const char *message)
@@ -64,12 +64,12 @@ static cJSON *invalid_param(const char *param, const char *message)
 	cJSON *env = task_envelope("invalid_param", message, 1,
 		"Fix the named parameter (see the tool's inputSchema) and call again.");
 	cJSON_AddStringToObject(env, "param", param);
-	return facade_result(error_obj(env), 1);
+	return facade_failure(env);
 }
 
 /* ---- tool definitions ---------------------------------------------------------------- */
 
-static cJSON *prop(cJSON *props, const char *name, const char *type, const char *desc)
+cJSON *facade_prop(cJSON *props, const char *name, const char *type, const char *desc)
 {
 	cJSON *p = cJSON_AddObjectToObject(props, name);
 	cJSON_AddStringToObject(p, "type", type);
@@ -77,7 +77,8 @@ static cJSON *prop(cJSON *props, const char *name, const char *type, const char 
 	return p;
 }
 
-static cJSON *tool_def(cJSON *arr, const char *name, const char *title, const char *desc, int readonly)
+cJSON *facade_tool_def(cJSON *arr, const char *name, const char *title, const char *desc, int readonly,
+                       int destructive, int idempotent)
 {
 	cJSON *t = cJSON_CreateObject();
 	cJSON_AddStringToObject(t, "name", name);
@@ -89,19 +90,25 @@ static cJSON *tool_def(cJSON *arr, const char *name, const char *title, const ch
 	cJSON_AddBoolToObject(s, "additionalProperties", 0);
 	cJSON *a = cJSON_AddObjectToObject(t, "annotations");
 	cJSON_AddBoolToObject(a, "readOnlyHint", readonly);
-	cJSON_AddBoolToObject(a, "destructiveHint", !readonly);
-	cJSON_AddBoolToObject(a, "idempotentHint", readonly);
+	cJSON_AddBoolToObject(a, "destructiveHint", destructive);
+	cJSON_AddBoolToObject(a, "idempotentHint", idempotent);
 	cJSON_AddBoolToObject(a, "openWorldHint", 0);
 	cJSON_AddItemToArray(arr, t);
 	return s;
 }
 
-static void require(cJSON *schema, const char *a, const char *b)
+void facade_require(cJSON *schema, const char *a, const char *b)
 {
 	cJSON *r = cJSON_AddArrayToObject(schema, "required");
 	cJSON_AddItemToArray(r, cJSON_CreateString(a));
 	if (b)
 		cJSON_AddItemToArray(r, cJSON_CreateString(b));
+}
+
+/* The durable_task_* tools: the read-only ones are idempotent, the others change a task. */
+static cJSON *tool_def(cJSON *arr, const char *name, const char *title, const char *desc, int readonly)
+{
+	return facade_tool_def(arr, name, title, desc, readonly, !readonly, readonly);
 }
 
 void facade_list_tools(cJSON *arr)
@@ -112,31 +119,31 @@ void facade_list_tools(cJSON *arr)
 		"Call it with the taskId that tool returned, about once a second, until status is completed, "
 		"failed or cancelled. Task ids stay valid across reconnects and server restarts.", 1);
 	p = cJSON_GetObjectItem(s, "properties");
-	prop(p, "taskId", "string", "The taskId a tool call returned.");
-	require(s, "taskId", NULL);
+	facade_prop(p, "taskId", "string", "The taskId a tool call returned.");
+	facade_require(s, "taskId", NULL);
 
 	s = tool_def(arr, "durable_task_respond", "Answer a background task's question",
 		"Answer the question of a task whose status is input_required. Use one of the question's "
 		"choices when it has them. The task then continues.", 0);
 	p = cJSON_GetObjectItem(s, "properties");
-	prop(p, "taskId", "string", "The task waiting for input.");
-	prop(p, "response", "string", "The answer (one of inputRequest.choices, if given).");
-	require(s, "taskId", "response");
+	facade_prop(p, "taskId", "string", "The task waiting for input.");
+	facade_prop(p, "response", "string", "The answer (one of inputRequest.choices, if given).");
+	facade_require(s, "taskId", "response");
 
 	s = tool_def(arr, "durable_task_cancel", "Cancel a background task",
 		"Stop a task that is still working or waiting for input. Finished tasks are left as they are.", 0);
 	p = cJSON_GetObjectItem(s, "properties");
-	prop(p, "taskId", "string", "The task to cancel.");
-	require(s, "taskId", NULL);
+	facade_prop(p, "taskId", "string", "The task to cancel.");
+	facade_require(s, "taskId", NULL);
 
 	s = tool_def(arr, "durable_task_list", "List background tasks",
 		"Background tasks, newest first, with their status. Use it to find a taskId you lost.", 1);
 	p = cJSON_GetObjectItem(s, "properties");
-	cJSON *st = prop(p, "status", "string", "Only tasks with this status.");
+	cJSON *st = facade_prop(p, "status", "string", "Only tasks with this status.");
 	cJSON *en = cJSON_AddArrayToObject(st, "enum");
 	for (int i = 0; i <= TASK_CANCELLED; i++)
 		cJSON_AddItemToArray(en, cJSON_CreateString(task_status_name((enum task_status)i)));
-	prop(p, "cursor", "string", "nextCursor from the previous page.");
+	facade_prop(p, "cursor", "string", "nextCursor from the previous page.");
 }
 
 int facade_is_tool(const char *name)

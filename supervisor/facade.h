@@ -24,9 +24,21 @@ cJSON *facade_result(cJSON *obj, int is_error);
 /* A CallToolResult for a failure envelope {status:"failed", error:{…}}; extra may add fields
  * to error (consumed, may be NULL). */
 cJSON *facade_error(const char *code, const char *message, int retryable, const char *hint);
+/* The same for an envelope already built (task_envelope(), consumed). */
+cJSON *facade_failure(cJSON *envelope);
 /* The result of a finished task as the original tool call's result (sync/auto mode). */
 cJSON *facade_final_result(struct supervisor *sv, const struct task *t);
 /* ISO 8601 UTC with milliseconds. */
 void facade_iso_time(int64_t ms, char out[64]);
+
+/* Building the built-in tools' definitions (here and in transfer.c).  facade_tool_def appends
+ * {name, title, description, inputSchema: {type: object, properties: {}, additionalProperties:
+ * false}, annotations} to arr and returns the inputSchema (borrowed) for properties. */
+cJSON *facade_tool_def(cJSON *arr, const char *name, const char *title, const char *desc, int readonly,
+                       int destructive, int idempotent);
+/* Add {type, description} as properties[name]; returns it (borrowed) for more keywords. */
+cJSON *facade_prop(cJSON *props, const char *name, const char *type, const char *desc);
+/* The schema's "required": a, and b unless it is NULL. */
+void facade_require(cJSON *schema, const char *a, const char *b);
 
 #endif

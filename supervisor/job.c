@@ -65,37 +65,25 @@ struct job {
 	int sock_eof, out_eof;
 };
 
+/* Close *fd (taking it out of the loop first when the loop watches it) and mark it closed. */
+static void drop_fd(struct job *j, int *fd, int watched)
+{
+	if (*fd < 0)
+		return;
+	if (watched)
+		loop_del_fd(j->sv->loop, *fd);
+	close(*fd);
+	*fd = -1;
+}
+
 static void job_close_fds(struct job *j)
 {
-	struct loop *l = j->sv->loop;
-	if (j->sock >= 0) {
-		loop_del_fd(l, j->sock);
-		close(j->sock);
-		j->sock = -1;
-	}
-	if (j->out >= 0) {
-		loop_del_fd(l, j->out);
-		close(j->out);
-		j->out = -1;
-	}
-	if (j->pidfd >= 0) {
-		loop_del_fd(l, j->pidfd);
-		close(j->pidfd);
-		j->pidfd = -1;
-	}
-	if (j->logfd >= 0) {
-		close(j->logfd);
-		j->logfd = -1;
-	}
-	if (j->execfd >= 0) {
-		loop_del_fd(l, j->execfd);
-		close(j->execfd);
-		j->execfd = -1;
-	}
-	if (j->statusfd >= 0) {
-		close(j->statusfd);
-		j->statusfd = -1;
-	}
+	drop_fd(j, &j->sock, 1);
+	drop_fd(j, &j->out, 1);
+	drop_fd(j, &j->pidfd, 1);
+	drop_fd(j, &j->logfd, 0);
+	drop_fd(j, &j->execfd, 1);
+	drop_fd(j, &j->statusfd, 0);
 }
 
 static void kill_tree(struct job *j)
@@ -186,9 +174,7 @@ static void drain_out(struct job *j, size_t budget)
 			n = 0;
 		}
 		if (n == 0) {
-			loop_del_fd(j->sv->loop, j->out);
-			close(j->out);
-			j->out = -1;
+			drop_fd(j, &j->out, 1);
 			j->out_eof = 1;
 			return;
 		}
@@ -388,9 +374,7 @@ static void check_exec(struct job *j)
 		return;
 	if (rc == 0)
 		j->start_error[0] = 0;
-	loop_del_fd(j->sv->loop, j->execfd);
-	close(j->execfd);
-	j->execfd = -1;
+	drop_fd(j, &j->execfd, 1);
 }
 
 static void on_exec(struct loop *l, int fd, uint32_t ev, void *arg)

@@ -40,6 +40,9 @@ struct view {
 	struct persist *p;
 };
 
+static void view_close(struct view *v);
+
+/* Open the state dir read-only.  0, or -1 with the reason printed and v closed again. */
 static int view_open(struct view *v, const char *state, persist_tap tap, void *tap_arg)
 {
 	char err[1024];
@@ -49,34 +52,40 @@ static int view_open(struct view *v, const char *state, persist_tap tap, void *t
 	const char *dir = state ? state : def;
 	if (!dir) {
 		fprintf(stderr, "forkpoint: no state dir: pass --state DIR or set FORKPOINT_STATE\n");
-		return -1;
+		goto fail;
 	}
 	v->sv.state_dir = realpath(dir, NULL);
 	if (!v->sv.state_dir) {
 		fprintf(stderr, "forkpoint: state dir %s: %s\n", dir, strerror(errno));
-		free(def);
-		return -1;
+		goto fail;
 	}
 	free(def);
+	def = NULL;
 	v->sv.loop = loop_new();
 	v->sv.tasks = v->sv.loop ? tasks_new(&v->sv) : NULL;
 	if (!v->sv.tasks) {
 		fprintf(stderr, "forkpoint: out of memory\n");
-		return -1;
+		goto fail;
 	}
 	if (persist_open_tap(&v->sv, 1, tap, tap_arg, &v->p, err, sizeof err) < 0) {
 		fprintf(stderr, "forkpoint: %s\n", err);
-		return -1;
+		goto fail;
 	}
 	return 0;
+fail:
+	free(def);
+	view_close(v);
+	return -1;
 }
 
+/* Safe to call again, and after a failed view_open. */
 static void view_close(struct view *v)
 {
 	persist_close(v->p);
 	tasks_free(v->sv.tasks);
 	loop_free(v->sv.loop);
 	free(v->sv.state_dir);
+	memset(v, 0, sizeof *v);
 }
 
 static int parse_common(int argc, char **argv, const char **state, const char **id, int *follow,
@@ -144,10 +153,8 @@ int ops_ls(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	struct view v;
-	if (view_open(&v, state, NULL, NULL) < 0) {
-		view_close(&v);
+	if (view_open(&v, state, NULL, NULL) < 0)
 		return 1;
-	}
 	printf("%-32s  %-20s  %-14s  %-16s  %s\n", "ID", "TOOL", "STATUS", "PROGRESS", "AGE");
 	for (struct task *t = tasks_newest(v.sv.tasks); t; t = t->next) {
 		char b[32], a[16];
@@ -247,7 +254,6 @@ int ops_show(int argc, char **argv)
 	struct view v;
 	struct timeline tl = { .want = id };
 	if (view_open(&v, state, tap, &tl) < 0) {
-		view_close(&v);
 		free(tl.lines);
 		return 1;
 	}
@@ -318,10 +324,8 @@ int ops_logs(int argc, char **argv)
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	struct view v;
-	if (view_open(&v, state, NULL, NULL) < 0) {
-		view_close(&v);
+	if (view_open(&v, state, NULL, NULL) < 0)
 		return 1;
-	}
 	struct task *t = lookup(&v, id);
 	if (!t) {
 		fprintf(stderr, "forkpoint: no (or no unique) task '%s'\n", id);
@@ -401,7 +405,6 @@ int ops_fsck(int argc, char **argv)
 	printf("journal: %llu records, all checksums good\n", (unsigned long long)records);
 	struct view v;
 	if (view_open(&v, dir, NULL, NULL) < 0) {
-		view_close(&v);
 		free(def);
 		return 1;
 	}

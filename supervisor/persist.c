@@ -28,49 +28,37 @@ struct persist {
 
 /* ---- encoding ------------------------------------------------------------------------------ */
 
-struct rec {
-	msgpack_sbuffer sb;
-	msgpack_packer pk;
-};
-
-static void rec_begin(struct rec *r, size_t nkeys)
-{
-	msgpack_sbuffer_init(&r->sb);
-	msgpack_packer_init(&r->pk, &r->sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&r->pk, nkeys);
-}
-
-static void kv_str(struct rec *r, const char *k, const char *v)
+static void kv_str(struct frame_map *r, const char *k, const char *v)
 {
 	frame_pack_kv_str(&r->pk, k, v ? v : "");
 }
 
-static void kv_int(struct rec *r, const char *k, int64_t v)
+static void kv_int(struct frame_map *r, const char *k, int64_t v)
 {
 	frame_pack_kv_int(&r->pk, k, v);
 }
 
 /* JSON values travel as JSON text (see persist.h). */
-static void kv_json(struct rec *r, const char *k, const cJSON *v)
+static void kv_json(struct frame_map *r, const char *k, const cJSON *v)
 {
 	char *s = v ? cJSON_PrintUnformatted(v) : NULL;
 	frame_pack_kv_str(&r->pk, k, s ? s : "null");
 	free(s);
 }
 
-static void kv_bin(struct rec *r, const char *k, const void *p, size_t n)
+static void kv_bin(struct frame_map *r, const char *k, const void *p, size_t n)
 {
 	frame_pack_str(&r->pk, k);
 	msgpack_pack_bin(&r->pk, n);
 	msgpack_pack_bin_body(&r->pk, p, n);
 }
 
-static void kv_double(struct rec *r, const char *k, double v)
+static void kv_double(struct frame_map *r, const char *k, double v)
 {
 	frame_pack_kv_double(&r->pk, k, v);
 }
 
-static void rec_end(struct persist *p, struct rec *r, uint8_t type)
+static void rec_end(struct persist *p, struct frame_map *r, uint8_t type)
 {
 	int rc = journal_append(p->j, type, r->sb.data, r->sb.size);
 	if (rc < 0)
@@ -89,8 +77,8 @@ int persist_append(struct persist *p, uint8_t type, const void *payload, size_t 
 
 void persist_created(struct persist *p, const struct task *t)
 {
-	struct rec r;
-	rec_begin(&r, 4);
+	struct frame_map r;
+	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "tool", t->tool_name);
 	kv_json(&r, "args", t->args);
@@ -100,8 +88,8 @@ void persist_created(struct persist *p, const struct task *t)
 
 void persist_started(struct persist *p, const struct task *t)
 {
-	struct rec r;
-	rec_begin(&r, 4);
+	struct frame_map r;
+	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_int(&r, "attempt", t->attempt);
 	kv_int(&r, "at", t->started_ms);
@@ -111,8 +99,8 @@ void persist_started(struct persist *p, const struct task *t)
 
 static void write_progress(struct persist *p, const struct task *t)
 {
-	struct rec r;
-	rec_begin(&r, 4);
+	struct frame_map r;
+	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "msg", t->progress_msg);
 	kv_double(&r, "fraction", t->fraction);
@@ -148,14 +136,14 @@ void persist_progress(struct persist *p, struct task *t)
 
 int persist_checkpoint(struct persist *p, struct task *t)
 {
-	struct rec r;
+	struct frame_map r;
 	t->checkpoint_blob[0] = 0;
 	if (t->checkpoint_len > INLINE_CHECKPOINT) {
 		int rc = blob_put(p->sv->state_dir, t->checkpoint, t->checkpoint_len, t->checkpoint_blob);
 		if (rc < 0)
 			return rc;
 	}
-	rec_begin(&r, 4);
+	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_int(&r, "seq", t->checkpoint_seq);
 	if (t->checkpoint_blob[0])
@@ -169,8 +157,8 @@ int persist_checkpoint(struct persist *p, struct task *t)
 
 void persist_asked(struct persist *p, const struct task *t)
 {
-	struct rec r;
-	rec_begin(&r, 5);
+	struct frame_map r;
+	frame_map_begin(&r, 5);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "qid", t->question_id);
 	kv_str(&r, "prompt", t->question_prompt);
@@ -181,8 +169,8 @@ void persist_asked(struct persist *p, const struct task *t)
 
 void persist_answered(struct persist *p, const struct task *t, const char *qid, const cJSON *response)
 {
-	struct rec r;
-	rec_begin(&r, 4);
+	struct frame_map r;
+	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "qid", qid);
 	kv_json(&r, "response", response);
@@ -216,8 +204,8 @@ int persist_finished(struct persist *p, struct task *t)
 		free(text);
 		return rc;
 	}
-	struct rec r;
-	rec_begin(&r, 8);
+	struct frame_map r;
+	frame_map_begin(&r, 8);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "status", task_status_name(t->status));
 	kv_json(&r, "artifacts", t->artifacts);
@@ -236,8 +224,8 @@ int persist_finished(struct persist *p, struct task *t)
 
 void persist_retry(struct persist *p, const struct task *t)
 {
-	struct rec r;
-	rec_begin(&r, 5);
+	struct frame_map r;
+	frame_map_begin(&r, 5);
 	kv_str(&r, "id", t->id);
 	kv_int(&r, "retries", t->retries_used);
 	kv_int(&r, "notBefore", t->not_before);
@@ -248,8 +236,8 @@ void persist_retry(struct persist *p, const struct task *t)
 
 void persist_expired(struct persist *p, const char *id, int64_t until)
 {
-	struct rec r;
-	rec_begin(&r, 2);
+	struct frame_map r;
+	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
 	rec_end(p, &r, REC_EXPIRE);
@@ -267,8 +255,8 @@ static int snap_task(struct persist *p, struct task *t)
 	size_t n = 0;
 	for (struct task_answer *a = t->answers; a; a = a->next)
 		n++;
-	struct rec r;
-	rec_begin(&r, 24);
+	struct frame_map r;
+	frame_map_begin(&r, 24);
 	kv_json(&r, "sandbox", t->sandbox);
 	kv_json(&r, "artifacts", t->artifacts);
 	kv_str(&r, "id", t->id);
@@ -369,8 +357,8 @@ struct snapctx {
 static void snap_tomb(void *arg, const char *id, int64_t until)
 {
 	struct snapctx *c = arg;
-	struct rec r;
-	rec_begin(&r, 2);
+	struct frame_map r;
+	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
 	rec_end(c->p, &r, REC_SNAP_TOMB);
@@ -469,20 +457,6 @@ const char *persist_type_name(int type)
 	}
 }
 
-static char *get_strdup(const msgpack_object *m, const char *k)
-{
-	const char *s;
-	size_t n;
-	if (frame_get_str(m, k, &s, &n) < 0 || memchr(s, 0, n))
-		return NULL;
-	char *d = malloc(n + 1);
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = 0;
-	}
-	return d;
-}
-
 /* A JSON-text field parsed back; NULL for "null" or absent. */
 static cJSON *get_json(const msgpack_object *m, const char *k, int *bad)
 {
@@ -509,6 +483,41 @@ static int64_t get_i(const msgpack_object *m, const char *k)
 	return v;
 }
 
+/* A progress message; an empty one means none. */
+static char *get_progress_msg(const msgpack_object *m)
+{
+	char *s = frame_get_strdup(m, "msg");
+	if (s && !s[0]) {
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+/* t's pending question from m ({qid, prompt, choices}). */
+static void set_question(struct task *t, const msgpack_object *m, int *bad)
+{
+	task_clear_question(t);
+	t->question_id = frame_get_strdup(m, "qid");
+	t->question_prompt = frame_get_strdup(m, "prompt");
+	t->question_choices = get_json(m, "choices", bad);
+}
+
+/* Put the answer in m ({qid, response}) in front of t's answers.  0 or -1 (out of memory). */
+static int add_answer(struct task *t, const msgpack_object *m, int *bad)
+{
+	struct task_answer *a = calloc(1, sizeof *a);
+	if (!a)
+		return -1;
+	a->question_id = frame_get_strdup(m, "qid");
+	a->response = get_json(m, "response", bad);
+	if (!a->response)
+		a->response = cJSON_CreateNull();
+	a->next = t->answers;
+	t->answers = a;
+	return 0;
+}
+
 static int load_checkpoint(struct persist *p, struct task *t, const msgpack_object *m, const char *binkey,
                            const char *blobkey)
 {
@@ -529,9 +538,9 @@ static int load_checkpoint(struct persist *p, struct task *t, const msgpack_obje
 	}
 	char *hex = NULL;
 	if (blobkey)
-		hex = get_strdup(m, blobkey);
+		hex = frame_get_strdup(m, blobkey);
 	else if (o && o->type == MSGPACK_OBJECT_STR)
-		hex = get_strdup(m, binkey);
+		hex = frame_get_strdup(m, binkey);
 	if (!hex)
 		return 0;
 	snprintf(t->checkpoint_blob, sizeof t->checkpoint_blob, "%s", hex);
@@ -549,7 +558,7 @@ static int load_checkpoint(struct persist *p, struct task *t, const msgpack_obje
 
 static int load_result(struct persist *p, struct task *t, const msgpack_object *m, int *bad)
 {
-	char *hex = get_strdup(m, "resultBlob");
+	char *hex = frame_get_strdup(m, "resultBlob");
 	cJSON_Delete(t->result);
 	t->result = NULL;
 	if (hex) {
@@ -601,7 +610,7 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		t = task_alloc(id);
 		if (!t)
 			return -1;
-		t->tool_name = get_strdup(m, "tool");
+		t->tool_name = frame_get_strdup(m, "tool");
 		t->args = get_json(m, "args", &bad);
 		if (!t->tool_name || !t->args) {
 			task_free(t);
@@ -617,7 +626,7 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 			return 0;
 		/* A full snapshot of the task. */
 		int st = -1;
-		char *sts = get_strdup(m, "status");
+		char *sts = frame_get_strdup(m, "status");
 		st = task_status_parse(sts);
 		free(sts);
 		if (st < 0) {
@@ -633,31 +642,17 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		t->started_ms = get_i(m, "started");
 		t->finished_ms = get_i(m, "finished");
 		t->expires_ms = get_i(m, "expires");
-		t->progress_msg = get_strdup(m, "msg");
-		if (t->progress_msg && !t->progress_msg[0]) {
-			free(t->progress_msg);
-			t->progress_msg = NULL;
-		}
+		t->progress_msg = get_progress_msg(m);
 		frame_get_double(m, "fraction", &t->fraction);
 		const msgpack_object *q = frame_get(m, "question");
-		if (q && q->type == MSGPACK_OBJECT_MAP) {
-			t->question_id = get_strdup(q, "qid");
-			t->question_prompt = get_strdup(q, "prompt");
-			t->question_choices = get_json(q, "choices", &bad);
-		}
+		if (q && q->type == MSGPACK_OBJECT_MAP)
+			set_question(t, q, &bad);
 		const msgpack_object *ans = frame_get(m, "answers");
 		if (ans && ans->type == MSGPACK_OBJECT_ARRAY) {
 			for (uint32_t i = ans->via.array.size; i-- > 0;) {
 				const msgpack_object *a = &ans->via.array.ptr[i];
-				struct task_answer *ta = calloc(1, sizeof *ta);
-				if (!ta)
+				if (add_answer(t, a, &bad) < 0)
 					return -1;
-				ta->question_id = get_strdup(a, "qid");
-				ta->response = get_json(a, "response", &bad);
-				if (!ta->response)
-					ta->response = cJSON_CreateNull();
-				ta->next = t->answers;
-				t->answers = ta;
 			}
 		}
 		t->sandbox = get_json(m, "sandbox", &bad);
@@ -687,11 +682,7 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		break;
 	case REC_PROGRESS:
 		free(t->progress_msg);
-		t->progress_msg = get_strdup(m, "msg");
-		if (t->progress_msg && !t->progress_msg[0]) {
-			free(t->progress_msg);
-			t->progress_msg = NULL;
-		}
+		t->progress_msg = get_progress_msg(m);
 		frame_get_double(m, "fraction", &t->fraction);
 		t->updated_ms = get_i(m, "at");
 		break;
@@ -702,37 +693,20 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		t->updated_ms = get_i(m, "at");
 		break;
 	case REC_ASK:
-		free(t->question_id);
-		free(t->question_prompt);
-		cJSON_Delete(t->question_choices);
-		t->question_id = get_strdup(m, "qid");
-		t->question_prompt = get_strdup(m, "prompt");
-		t->question_choices = get_json(m, "choices", &bad);
+		set_question(t, m, &bad);
 		t->status = TASK_INPUT_REQUIRED;
 		t->updated_ms = get_i(m, "at");
 		break;
-	case REC_ANSWER: {
-		struct task_answer *a = calloc(1, sizeof *a);
-		if (!a)
+	case REC_ANSWER:
+		if (add_answer(t, m, &bad) < 0)
 			return -1;
-		a->question_id = get_strdup(m, "qid");
-		a->response = get_json(m, "response", &bad);
-		if (!a->response)
-			a->response = cJSON_CreateNull();
-		a->next = t->answers;
-		t->answers = a;
-		free(t->question_id);
-		free(t->question_prompt);
-		cJSON_Delete(t->question_choices);
-		t->question_id = t->question_prompt = NULL;
-		t->question_choices = NULL;
+		task_clear_question(t);
 		if (t->status == TASK_INPUT_REQUIRED)
 			t->status = TASK_WORKING;
 		t->updated_ms = get_i(m, "at");
 		break;
-	}
 	case REC_FINISH: {
-		char *sts = get_strdup(m, "status");
+		char *sts = frame_get_strdup(m, "status");
 		int st = task_status_parse(sts);
 		free(sts);
 		if (st < TASK_COMPLETED) {
@@ -749,18 +723,14 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		t->finished_ms = t->updated_ms = get_i(m, "at");
 		t->expires_ms = get_i(m, "expires");
 		t->was_running = 0;
-		free(t->question_id);
-		free(t->question_prompt);
-		cJSON_Delete(t->question_choices);
-		t->question_id = t->question_prompt = NULL;
-		t->question_choices = NULL;
+		task_clear_question(t);
 		break;
 	}
 	case REC_RETRY:
 		t->retries_used = (int)get_i(m, "retries");
 		t->not_before = get_i(m, "notBefore");
 		free(t->progress_msg);
-		t->progress_msg = get_strdup(m, "msg");
+		t->progress_msg = frame_get_strdup(m, "msg");
 		t->updated_ms = get_i(m, "at");
 		t->was_running = 0;
 		break;

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <openssl/evp.h>
 
 #include "b64.h"
+#include "blob.h"
 #include "facade.h"
 #include "frame.h"
 #include "roots.h"
@@ -22,7 +22,6 @@
 #include "transfer.h"
 
 #define LIST_PAGE  100
-#define HASH_BUF   (256 * 1024)
 
 /* ---- names and URIs ---------------------------------------------------------------------- */
 
@@ -208,42 +207,6 @@ fail:
 	return rc;
 }
 
-/* sha256 of the first len bytes of fd.  0, or -errno (-EIO if shorter). */
-static int hash_file(int fd, int64_t len, char out[65])
-{
-	static const char hx[] = "0123456789abcdef";
-	unsigned char *buf = malloc(HASH_BUF), d[EVP_MAX_MD_SIZE];
-	unsigned n = 0;
-	int rc = -ENOMEM;
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!buf || !md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		goto out;
-	for (int64_t off = 0; off < len;) {
-		size_t want = (size_t)(len - off < HASH_BUF ? len - off : HASH_BUF);
-		ssize_t r = pread(fd, buf, want, (off_t)off);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			rc = r < 0 ? -errno : -EIO;
-			goto out;
-		}
-		EVP_DigestUpdate(md, buf, (size_t)r);
-		off += r;
-	}
-	if (EVP_DigestFinal_ex(md, d, &n) != 1 || n != 32)
-		goto out;
-	for (unsigned i = 0; i < 32; i++) {
-		out[2 * i] = hx[d[i] >> 4];
-		out[2 * i + 1] = hx[d[i] & 15];
-	}
-	out[64] = 0;
-	rc = 0;
-out:
-	EVP_MD_CTX_free(md);
-	free(buf);
-	return rc;
-}
-
 static int cmp_name(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -326,7 +289,7 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		if (f < 0)
 			continue;
 		if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1 ||
-		    total + st.st_size > ARTIFACTS_MAX_BYTES || hash_file(f, st.st_size, sha) < 0) {
+		    total + st.st_size > ARTIFACTS_MAX_BYTES || blob_sha256_fd(f, (uint64_t)st.st_size, sha) < 0) {
 			if (total + st.st_size > ARTIFACTS_MAX_BYTES)
 				fplog(&sv->log, FPLOG_WARNING, t->id, "outputs/%s left out: artifacts are limited to "
 				      "%lld bytes per task", names[i], (long long)ARTIFACTS_MAX_BYTES);

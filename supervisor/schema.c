@@ -46,7 +46,7 @@ static size_t utf8_trim_tail(char *s, size_t len)
 
 /* Messages travel inside JSON to a model and into logs: after any truncation they must still
  * be one line of whole UTF-8 characters. */
-static void tidy(char *s)
+void schema_tidy(char *s)
 {
 	utf8_trim_tail(s, strlen(s));
 	for (unsigned char *p = (unsigned char *)s; *p; p++)
@@ -138,7 +138,7 @@ static void msg_json(struct msg *m, const cJSON *v)
 	free(txt);
 }
 
-static int is_integral(double d)
+int schema_is_integral(double d)
 {
 	/* without libm: every double beyond 2^53 is whole; below it a cast round-trip tells */
 	if (!isfinite(d))
@@ -151,7 +151,7 @@ static int is_integral(double d)
 /* Numbers print as JSON would show them: integers without a fraction, others round-tripping. */
 static void msg_num(struct msg *m, double d)
 {
-	if (is_integral(d) && d < 1e15 && d > -1e15) {
+	if (schema_is_integral(d) && d < 1e15 && d > -1e15) {
 		msg_add(m, "%.0f", d);
 		return;
 	}
@@ -203,7 +203,7 @@ static int type_matches(int t, const cJSON *v)
 	case 1: return cJSON_IsArray(v);
 	case 2: return cJSON_IsString(v);
 	case 3: return cJSON_IsNumber(v);
-	case 4: return cJSON_IsNumber(v) && is_integral(v->valuedouble);
+	case 4: return cJSON_IsNumber(v) && schema_is_integral(v->valuedouble);
 	case 5: return cJSON_IsBool(v);
 	case 6: return cJSON_IsNull(v);
 	default: return 0;
@@ -488,7 +488,7 @@ int schema_validate(const cJSON *schema, cJSON *value, char *err, size_t errlen,
 		err[0] = '\0';
 	int rc = validate(&cx, schema, value, 0);
 	if (errlen)
-		tidy(err);
+		schema_tidy(err);
 	if (field && fieldlen) {
 		const char *f = rc ? cx.path.s : "";
 		size_t n = strlen(f);
@@ -584,7 +584,7 @@ static int kw_properties(struct cctx *cx, const cJSON *v, int depth)
 
 static int kw_count(struct cctx *cx, const cJSON *v)
 {
-	if (!cJSON_IsNumber(v) || !is_integral(v->valuedouble) || v->valuedouble < 0 ||
+	if (!cJSON_IsNumber(v) || !schema_is_integral(v->valuedouble) || v->valuedouble < 0 ||
 	    v->valuedouble > COUNT_MAX)
 		return cfail(cx, "must be a non-negative integer");
 	return 0;
@@ -730,6 +730,6 @@ int schema_check(const cJSON *schema, char *err, size_t errlen)
 		err[0] = '\0';
 	int rc = check_schema(&cx, schema, 0);
 	if (errlen)
-		tidy(err);
+		schema_tidy(err);
 	return rc;
 }

@@ -197,7 +197,7 @@ static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
 
 /* ---- native tasks (2025-11-25) -------------------------------------------------------------- */
 
-const char *server_task_status_message(const struct task *t)
+static const char *task_status_message(const struct task *t)
 {
 	if (t->status == TASK_INPUT_REQUIRED && t->question_prompt)
 		return t->question_prompt;
@@ -206,20 +206,26 @@ const char *server_task_status_message(const struct task *t)
 	return t->progress_msg;
 }
 
-/* The Task object of MCP's task API for a durable task (any task, however it was created). */
-static cJSON *native_task(const struct task *t)
+cJSON *server_task_object(const struct task *t)
 {
 	char ts[64];
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
-	const char *sm = server_task_status_message(t);
+	const char *sm = task_status_message(t);
 	if (sm)
 		cJSON_AddStringToObject(o, "statusMessage", sm);
 	facade_iso_time(t->created_ms, ts);
 	cJSON_AddStringToObject(o, "createdAt", ts);
 	facade_iso_time(t->updated_ms, ts);
 	cJSON_AddStringToObject(o, "lastUpdatedAt", ts);
+	return o;
+}
+
+/* The Task object of MCP's task API for a durable task (any task, however it was created). */
+static cJSON *native_task(const struct task *t)
+{
+	cJSON *o = server_task_object(t);
 	cJSON_AddNumberToObject(o, "ttl", (t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
 	cJSON_AddNumberToObject(o, "pollInterval", 1000);
 	return o;
@@ -401,15 +407,6 @@ static void on_auto_timer(struct loop *l, void *arg)
 	answer_pending(srv, p, facade_result(facade_handle(srv->sv, p->t), 0));
 }
 
-static int same_id(const cJSON *a, const cJSON *b)
-{
-	if (cJSON_IsString(a) && cJSON_IsString(b))
-		return strcmp(a->valuestring, b->valuestring) == 0;
-	if (cJSON_IsNumber(a) && cJSON_IsNumber(b))
-		return a->valuedouble == b->valuedouble;
-	return 0;
-}
-
 /* ---- methods ----------------------------------------------------------------------------- */
 
 static void m_initialize(struct msess *ms, const cJSON *id, const cJSON *params)
@@ -501,6 +498,64 @@ const cJSON *server_tool_schema(struct server *srv, const char *name)
 	return NULL;
 }
 
+int server_run_builtin(struct server *srv, const char *name, cJSON *args, cJSON **result)
+{
+	struct supervisor *sv = srv->sv;
+	if (facade_is_tool(name))
+		*result = facade_call(sv, name, server_tool_schema(srv, name), args);
+	else if (!transfer_is_tool(name))
+		return 0;
+	else if (sv->transfers)
+		*result = transfer_call(sv->transfers, name, server_tool_schema(srv, name), args);
+	else
+		*result = facade_error("internal_error", "file transfer is not available", 0, "");
+	cJSON_Delete(args);
+	return 1;
+}
+
+int server_start_task(struct supervisor *sv, const struct tool_cfg *tool, cJSON *args, struct task **out,
+                      cJSON **failure)
+{
+	char err[512], field[256];
+	*out = NULL;
+	*failure = NULL;
+	if (schema_validate(tool->input_schema, args, err, sizeof err, field, sizeof field) < 0) {
+		cJSON_Delete(args);
+		cJSON *env = task_envelope("invalid_arguments", err, 1,
+			"Fix the named argument to match the tool's inputSchema and call the tool again.");
+		cJSON_AddStringToObject(env, "param", field);
+		*failure = facade_failure(env);
+		return -EINVAL;
+	}
+	int rc = tasks_create(sv->tasks, tool, args, out);
+	if (rc == -ENOBUFS)
+		*failure = facade_error("queue_full", "Too many tasks are waiting to run.", 1,
+			"Wait for running tasks to finish (durable_task_list), then call the tool again.");
+	else if (rc < 0)
+		*failure = facade_error("internal_error", strerror(-rc), 1, "Call the tool again.");
+	return rc;
+}
+
+cJSON *server_resources(struct transfers *tr, const char *method, const cJSON *params, int *code,
+                        const char **msg)
+{
+	*code = RPC_INTERNAL_ERROR;
+	*msg = "resources are not available";
+	if (!tr)
+		return NULL;
+	if (strcmp(method, "resources/list") == 0)
+		return transfer_resources_list(tr, params, code, msg);
+	if (strcmp(method, "resources/templates/list") == 0)
+		return transfer_resource_templates(tr);
+	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
+	if (!cJSON_IsString(uri)) {
+		*code = RPC_INVALID_PARAMS;
+		*msg = "resources/read: params.uri must be a string";
+		return NULL;
+	}
+	return transfer_resource_read(tr, uri->valuestring, code, msg);
+}
+
 static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 {
 	struct server *srv = ms->srv;
@@ -520,22 +575,10 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
-	if (transfer_is_tool(name->valuestring)) {
-		cJSON *r = sv->transfers ? transfer_call(sv->transfers, name->valuestring,
-		                                         server_tool_schema(srv, name->valuestring), args)
-		                         : facade_error("internal_error", "file transfer is not available", 0, "");
-		cJSON_Delete(args);
-		if (r)
-			reply(ms, id, r);
-		else
-			reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory");
-		return;
-	}
-	if (facade_is_tool(name->valuestring)) {
-		cJSON *r = facade_call(sv, name->valuestring, server_tool_schema(srv, name->valuestring), args);
-		cJSON_Delete(args);
-		if (r)
-			reply(ms, id, r);
+	cJSON *res;
+	if (server_run_builtin(srv, name->valuestring, args, &res)) {
+		if (res)
+			reply(ms, id, res);
 		else
 			reply_error(ms, id, RPC_INTERNAL_ERROR, "out of memory");
 		return;
@@ -561,27 +604,9 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		reply_error(ms, id, RPC_METHOD_NOT_FOUND, "This tool must be called as a task (taskSupport: required): add params.task");
 		return;
 	}
-	char err[512], field[256];
-	if (schema_validate(tool->input_schema, args, err, sizeof err, field, sizeof field) < 0) {
-		cJSON_Delete(args);
-		cJSON *env = task_envelope("invalid_arguments", err, 1,
-			"Fix the named argument to match the tool's inputSchema and call the tool again.");
-		cJSON_AddStringToObject(env, "param", field);
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddStringToObject(o, "status", "failed");
-		cJSON_AddItemToObject(o, "error", env);
-		reply(ms, id, facade_result(o, 1));
-		return;
-	}
 	struct task *t;
-	int rc = tasks_create(sv->tasks, tool, args, &t);
-	if (rc == -ENOBUFS) {
-		reply(ms, id, facade_error("queue_full", "Too many tasks are waiting to run.", 1,
-			"Wait for running tasks to finish (durable_task_list), then call the tool again."));
-		return;
-	}
-	if (rc < 0) {
-		reply(ms, id, facade_error("internal_error", strerror(-rc), 1, "Call the tool again."));
+	if (server_start_task(sv, tool, args, &t, &res) < 0) {
+		reply(ms, id, res);
 		return;
 	}
 	const cJSON *meta = cJSON_GetObjectItemCaseSensitive(params, "_meta");
@@ -712,23 +737,9 @@ static void m_tasks_cancel(struct msess *ms, const cJSON *id, const cJSON *param
 /* resources/list, resources/templates/list, resources/read: tasks' results, logs, artifacts. */
 static void m_resources(struct msess *ms, const char *method, const cJSON *id, const cJSON *params)
 {
-	struct transfers *tr = ms->srv->sv->transfers;
-	int code = RPC_INTERNAL_ERROR;
-	const char *msg = "resources are not available";
-	cJSON *r = NULL;
-	if (tr && strcmp(method, "resources/list") == 0) {
-		r = transfer_resources_list(tr, params, &code, &msg);
-	} else if (tr && strcmp(method, "resources/templates/list") == 0) {
-		r = transfer_resource_templates(tr);
-	} else if (tr) {
-		const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
-		if (!cJSON_IsString(uri)) {
-			code = RPC_INVALID_PARAMS;
-			msg = "resources/read: params.uri must be a string";
-		} else {
-			r = transfer_resource_read(tr, uri->valuestring, &code, &msg);
-		}
-	}
+	int code;
+	const char *msg;
+	cJSON *r = server_resources(ms->srv->sv->transfers, method, params, &code, &msg);
 	if (r)
 		reply(ms, id, r);
 	else
@@ -756,7 +767,7 @@ static void n_cancelled(struct msess *ms, const cJSON *params)
 	if (era2026_cancelled(srv->era, ms, rid, cJSON_GetStringValue(reason)))
 		return;
 	for (struct pending *p = srv->pending; p; p = p->next) {
-		if (p->ms != ms || !same_id(p->id, rid))
+		if (p->ms != ms || !rpc_same_id(p->id, rid))
 			continue;
 		struct task *t = p->t;
 		/* No response goes out for a cancelled request. */

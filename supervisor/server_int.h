@@ -13,6 +13,8 @@
 
 struct msess;
 struct task;
+struct tool_cfg;
+struct transfers;
 
 /* Queue a response on the connection (result / data consumed, may be NULL). */
 void server_reply(struct msess *ms, const cJSON *id, cJSON *result);
@@ -23,14 +25,29 @@ cJSON *server_tools_page(struct server *srv, const cJSON *cursor);
 /* inputSchema of a listed tool (borrowed), or NULL. */
 const cJSON *server_tool_schema(struct server *srv, const char *name);
 
+/* tools/call of a built-in tool (durable_task_*, file_transfer_*): 1 if name is one, with
+ * args consumed and *result the CallToolResult (NULL when out of memory); 0 otherwise, args
+ * untouched. */
+int server_run_builtin(struct server *srv, const char *name, cJSON *args, cJSON **result);
+/* Validate args (consumed) against a configured tool's inputSchema and create its task.
+ * 0 and *out; or -errno and *failure, the CallToolResult that says why (invalid_arguments,
+ * queue_full, internal_error). */
+int server_start_task(struct supervisor *sv, const struct tool_cfg *tool, cJSON *args, struct task **out,
+                      cJSON **failure);
+/* resources/list, resources/templates/list or resources/read (by method) through tr: the
+ * result, or NULL with *code and *msg (static text) for the error (also when tr is NULL). */
+cJSON *server_resources(struct transfers *tr, const char *method, const cJSON *params, int *code,
+                        const char **msg);
+
 /* A notifications/progress for a waiting request: progress strictly increases across calls for
  * the same request (*last, *last_sent are its state; start *last at -1), and without force at
  * most one per PROGRESS_MIN_MS. */
 void server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
                           double *last, int64_t *last_sent, int force);
 
-/* The statusMessage every task view shows (borrowed from t, may be NULL). */
-const char *server_task_status_message(const struct task *t);
+/* What every era's Task object starts with: taskId, status, statusMessage (when there is one),
+ * createdAt, lastUpdatedAt (caller frees). */
+cJSON *server_task_object(const struct task *t);
 /* params of an elicitation/create asking t's pending question (caller frees). */
 cJSON *server_elicit_params(const struct task *t);
 /* The answer to t's question that an ElicitResult carries (borrowed from res), or NULL when it

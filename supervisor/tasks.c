@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <ftw.h>
 #include <unistd.h>
@@ -224,9 +223,7 @@ void task_free(struct task *t)
 	free(t->held);
 	cJSON_Delete(t->args);
 	free(t->progress_msg);
-	free(t->question_id);
-	free(t->question_prompt);
-	cJSON_Delete(t->question_choices);
+	task_clear_question(t);
 	for (struct task_answer *a = t->answers, *n; a; a = n) {
 		n = a->next;
 		free(a->question_id);
@@ -241,6 +238,15 @@ void task_free(struct task *t)
 	free(t->checkpoint);
 	free(t->cancel_reason);
 	free(t);
+}
+
+void task_clear_question(struct task *t)
+{
+	free(t->question_id);
+	free(t->question_prompt);
+	cJSON_Delete(t->question_choices);
+	t->question_id = t->question_prompt = NULL;
+	t->question_choices = NULL;
 }
 
 void tasks_free(struct tasks *ts)
@@ -297,15 +303,6 @@ static void touch(struct task *t)
 	t->updated_ms = loop_wall_ms();
 }
 
-static void clear_question(struct task *t)
-{
-	free(t->question_id);
-	free(t->question_prompt);
-	cJSON_Delete(t->question_choices);
-	t->question_id = t->question_prompt = NULL;
-	t->question_choices = NULL;
-}
-
 /* The single place a task enters a terminal state. */
 static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON *result,
                    int is_mcp, cJSON *error)
@@ -319,7 +316,7 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 	t->result = result;
 	t->result_is_mcp = is_mcp;
 	t->error = error;
-	clear_question(t);
+	task_clear_question(t);
 	if (st == TASK_COMPLETED && ts->sv->transfers) {
 		/* Files the job left in outputs/ become the task's artifacts, listed with its result. */
 		char work[4200];
@@ -600,7 +597,7 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 		cJSON_Delete(choices);
 		return 0;
 	}
-	clear_question(t);
+	task_clear_question(t);
 	t->question_id = qid;
 	t->question_prompt = dup_str(prompt, plen);
 	t->question_choices = choices;
@@ -731,6 +728,25 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 	return 0;   /* unknown types: newer protocol minor versions, ignored */
 }
 
+/* Take t off the run queue, wherever it stands in it. */
+static void dequeue(struct tasks *ts, struct task *t)
+{
+	struct task **pp = &ts->qhead, *prev = NULL;
+	while (*pp && *pp != t) {
+		prev = *pp;
+		pp = &(*pp)->qnext;
+	}
+	if (*pp) {
+		*pp = t->qnext;
+		if (ts->qtail == t)
+			ts->qtail = prev;
+		ts->qlen--;
+		ts->qpos_dirty = 1;
+	}
+	t->qnext = NULL;
+	t->queued = 0;
+}
+
 static void start_next(struct tasks *ts);
 
 static void enqueue(struct tasks *ts, struct task *t);
@@ -757,10 +773,12 @@ static void schedule(struct tasks *ts, struct task *t)
 	enqueue(ts, t);
 }
 
-/* The job failed but may be run again: back off exponentially, keep the checkpoint. */
+/* The job failed but may be run again: back off exponentially, keep the checkpoint.  Takes
+ * ownership of why.  1 if a retry was scheduled. */
 static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 {
 	if (!t->tool || t->retries_used >= t->tool->retries || t->cancel_requested) {
+		cJSON_Delete(why);
 		return 0;
 	}
 	t->retries_used++;
@@ -1085,24 +1103,6 @@ static void start_next(struct tasks *ts)
 	}
 }
 
-static int new_id(char out[33])
-{
-	unsigned char raw[16];
-	size_t got = 0;
-	while (got < sizeof raw) {
-		ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	for (size_t i = 0; i < sizeof raw; i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
-	return 0;
-}
-
 int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, struct task **out)
 {
 	int rc;
@@ -1119,7 +1119,7 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 	/* 128 bits from the OS: a collision with a live or expired id is practically impossible,
 	 * but checking costs nothing. */
 	do {
-		rc = new_id(t->id);
+		rc = wire_random_hex(t->id);
 	} while (rc == 0 && (tasks_find(ts, t->id) || tasks_tombstone_find(ts, t->id)));
 	if (rc < 0) {
 		cJSON_Delete(args);
@@ -1172,7 +1172,7 @@ int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
 		persist_answered(ts->sv->persist, t, a->question_id, a->response);
 	if (t->job)
 		send_answer(t, a->question_id, a->response);
-	clear_question(t);
+	task_clear_question(t);
 	t->status = TASK_WORKING;
 	touch(t);
 	/* Asked before a restart: no job is waiting for the answer.  Run it again from its
@@ -1193,23 +1193,8 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 	t->cancel_requested = 1;
 	free(t->cancel_reason);
 	t->cancel_reason = strdup(reason ? reason : "cancelled by the client");
-	if (t->queued) {
-		struct task **pp = &ts->qhead;
-		struct task *prev = NULL;
-		while (*pp && *pp != t) {
-			prev = *pp;
-			pp = &(*pp)->qnext;
-		}
-		if (*pp) {
-			*pp = t->qnext;
-			if (ts->qtail == t)
-				ts->qtail = prev;
-			ts->qlen--;
-			ts->qpos_dirty = 1;
-		}
-		t->qnext = NULL;
-		t->queued = 0;
-	}
+	if (t->queued)
+		dequeue(ts, t);
 	if (t->retry_timer) {
 		loop_timer_cancel(ts->sv->loop, t->retry_timer);
 		t->retry_timer = NULL;
@@ -1254,20 +1239,8 @@ void tasks_remove(struct tasks *ts, struct task *t)
 {
 	if (t->job)
 		return;   /* never while a process runs; the collector tries again later */
-	if (t->queued && !t->retry_timer) {
-		struct task **pp = &ts->qhead, *prev = NULL;
-		while (*pp && *pp != t) {
-			prev = *pp;
-			pp = &(*pp)->qnext;
-		}
-		if (*pp) {
-			*pp = t->qnext;
-			if (ts->qtail == t)
-				ts->qtail = prev;
-			ts->qlen--;
-			ts->qpos_dirty = 1;
-		}
-	}
+	if (t->queued && !t->retry_timer)
+		dequeue(ts, t);   /* one waiting for its retry timer is not on the run queue */
 	if (t->on_held) {
 		for (struct task **pp = &ts->held; *pp; pp = &(*pp)->held_next)
 			if (*pp == t) {

@@ -106,6 +106,8 @@ void tasks_release(struct tasks *ts);
 /* A blank task with the given id, not yet in the table. */
 struct task *task_alloc(const char *id);
 void task_free(struct task *t);
+/* Forget t's pending question (id, prompt, choices). */
+void task_clear_question(struct task *t);
 /* Insert a restored task (the list stays ordered by created_ms, newest first). */
 int tasks_insert(struct tasks *ts, struct task *t);
 /* After replay: requeue queued tasks and apply each tool's resume policy to interrupted ones. */

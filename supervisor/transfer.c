@@ -27,12 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 
 #include "b64.h"
+#include "blob.h"
 #include "facade.h"
 #include "frame.h"
 #include "persist.h"
@@ -40,6 +40,7 @@
 #include "roots.h"
 #include "schema.h"
 #include "tasks.h"
+#include "wire.h"
 
 #define XFER_TTL_MS     (7LL * 24 * 3600 * 1000)
 #define CHUNK_SIZE      (256 * 1024)
@@ -109,33 +110,6 @@ static void iso(int64_t ms, char out[64])
 	facade_iso_time(ms, out);
 }
 
-static void hex_of(const unsigned char *d, size_t n, char *out)
-{
-	static const char hx[] = "0123456789abcdef";
-	for (size_t i = 0; i < n; i++) {
-		out[2 * i] = hx[d[i] >> 4];
-		out[2 * i + 1] = hx[d[i] & 15];
-	}
-	out[2 * n] = 0;
-}
-
-static int new_handle(char out[33])
-{
-	unsigned char raw[16];
-	size_t got = 0;
-	while (got < sizeof raw) {
-		ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		got += (size_t)n;
-	}
-	hex_of(raw, sizeof raw, out);
-	return 0;
-}
-
 static int is_hex(const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -144,49 +118,13 @@ static int is_hex(const char *s, size_t n)
 	return s[n] == 0;
 }
 
-static int pwrite_full(int fd, const void *p, size_t n, int64_t off)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = pwrite(fd, c, n, (off_t)off);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		c += w;
-		n -= (size_t)w;
-		off += w;
-	}
-	return 0;
-}
-
-/* Bytes read (short only at end of file) or -errno. */
-static ssize_t pread_full(int fd, void *p, size_t n, int64_t off)
-{
-	char *c = p;
-	size_t got = 0;
-	while (got < n) {
-		ssize_t r = pread(fd, c + got, n - got, (off_t)(off + (int64_t)got));
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (r == 0)
-			break;
-		got += (size_t)r;
-	}
-	return (ssize_t)got;
-}
-
 /* Feed bytes [0, len) of fd into md.  0, -EIO if the file is shorter, or -errno. */
 static int hash_range(struct transfers *tr, int fd, int64_t len, EVP_MD_CTX *md)
 {
 	int64_t off = 0;
 	while (off < len) {
 		size_t want = (size_t)(len - off < IO_BUF ? len - off : IO_BUF);
-		ssize_t r = pread_full(fd, tr->buf2, want, off);
+		ssize_t r = wire_pread_upto(fd, tr->buf2, want, off);
 		if (r < 0)
 			return (int)r;
 		if ((size_t)r < want)
@@ -216,20 +154,10 @@ static int md_peek(EVP_MD_CTX *md, char out[65])
 	int rc = -ENOMEM;
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
 	if (c && EVP_MD_CTX_copy_ex(c, md) == 1 && EVP_DigestFinal_ex(c, d, &n) == 1 && n == 32) {
-		hex_of(d, 32, out);
+		wire_hex(d, 32, out);
 		rc = 0;
 	}
 	EVP_MD_CTX_free(c);
-	return rc;
-}
-
-static int hash_fd(struct transfers *tr, int fd, int64_t len, char out[65])
-{
-	EVP_MD_CTX *md = md_new();
-	int rc = md ? hash_range(tr, fd, len, md) : -ENOMEM;
-	if (rc == 0)
-		rc = md_peek(md, out);
-	EVP_MD_CTX_free(md);
 	return rc;
 }
 
@@ -256,14 +184,6 @@ static cJSON *env(const char *code, int retryable, const char *hint, const char 
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	return task_envelope(code, msg, retryable, hint);
-}
-
-static cJSON *wrap(cJSON *e)
-{
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "status", "failed");
-	cJSON_AddItemToObject(o, "error", e);
-	return facade_result(o, 1);
 }
 
 static cJSON *with_cursor(cJSON *e, int64_t cursor)
@@ -322,19 +242,7 @@ static cJSON *unknown_handle(const struct transfers *tr, const char *h)
 
 /* ---- journal ----------------------------------------------------------------------------- */
 
-struct rec {
-	msgpack_sbuffer sb;
-	msgpack_packer pk;
-};
-
-static void rec_begin(struct rec *r, size_t nkeys)
-{
-	msgpack_sbuffer_init(&r->sb);
-	msgpack_packer_init(&r->pk, &r->sb, msgpack_sbuffer_write);
-	msgpack_pack_map(&r->pk, nkeys);
-}
-
-static int rec_end(struct transfers *tr, struct rec *r, uint8_t type)
+static int rec_end(struct transfers *tr, struct frame_map *r, uint8_t type)
 {
 	int rc = 0;
 	if (tr->sv->persist) {
@@ -357,27 +265,34 @@ static const char *state_name(enum xstate s)
 	return s == XS_ACTIVE ? "active" : s == XS_COMMITTED ? "completed" : "failed";
 }
 
+/* The OPEN_KEYS fields that open and snap records share (replay_new reads them). */
+#define OPEN_KEYS 10
+static void pack_open_fields(struct frame_map *r, const struct xfer *x)
+{
+	frame_pack_kv_str(&r->pk, "h", x->h);
+	frame_pack_kv_str(&r->pk, "dir", dir_name(x->dir));
+	frame_pack_kv_str(&r->pk, "path", x->path);
+	frame_pack_kv_int(&r->pk, "size", x->size);
+	frame_pack_kv_str(&r->pk, "want", x->want);
+	frame_pack_kv_int(&r->pk, "ow", x->overwrite);
+	frame_pack_kv_int(&r->pk, "at", x->created_ms);
+	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->dev);
+	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->ino);
+	frame_pack_kv_str(&r->pk, "sha", x->sha);
+}
+
 static void j_open(struct transfers *tr, const struct xfer *x)
 {
-	struct rec r;
-	rec_begin(&r, 10);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	frame_pack_kv_str(&r.pk, "dir", dir_name(x->dir));
-	frame_pack_kv_str(&r.pk, "path", x->path);
-	frame_pack_kv_int(&r.pk, "size", x->size);
-	frame_pack_kv_str(&r.pk, "want", x->want);
-	frame_pack_kv_int(&r.pk, "ow", x->overwrite);
-	frame_pack_kv_int(&r.pk, "at", x->created_ms);
-	frame_pack_kv_int(&r.pk, "dev", (int64_t)x->dev);
-	frame_pack_kv_int(&r.pk, "ino", (int64_t)x->ino);
-	frame_pack_kv_str(&r.pk, "sha", x->sha);
+	struct frame_map r;
+	frame_map_begin(&r, OPEN_KEYS);
+	pack_open_fields(&r, x);
 	rec_end(tr, &r, REC_X_OPEN);
 }
 
 static void j_chunk(struct transfers *tr, const struct xfer *x)
 {
-	struct rec r;
-	rec_begin(&r, 4);
+	struct frame_map r;
+	frame_map_begin(&r, 4);
 	frame_pack_kv_str(&r.pk, "h", x->h);
 	frame_pack_kv_int(&r.pk, "off", x->last_off);
 	frame_pack_kv_int(&r.pk, "len", x->last_len);
@@ -387,8 +302,8 @@ static void j_chunk(struct transfers *tr, const struct xfer *x)
 
 static void j_end(struct transfers *tr, const struct xfer *x)
 {
-	struct rec r;
-	rec_begin(&r, 6);
+	struct frame_map r;
+	frame_map_begin(&r, 6);
 	frame_pack_kv_str(&r.pk, "h", x->h);
 	frame_pack_kv_str(&r.pk, "state", state_name(x->state));
 	frame_pack_kv_str(&r.pk, "sha", x->sha);
@@ -400,8 +315,8 @@ static void j_end(struct transfers *tr, const struct xfer *x)
 
 static void j_cursor(struct transfers *tr, const struct xfer *x)
 {
-	struct rec r;
-	rec_begin(&r, 3);
+	struct frame_map r;
+	frame_map_begin(&r, 3);
 	frame_pack_kv_str(&r.pk, "h", x->h);
 	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
 	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
@@ -410,8 +325,8 @@ static void j_cursor(struct transfers *tr, const struct xfer *x)
 
 static int j_tomb(struct transfers *tr, uint8_t type, const char *h, int64_t until)
 {
-	struct rec r;
-	rec_begin(&r, 2);
+	struct frame_map r;
+	frame_map_begin(&r, 2);
 	frame_pack_kv_str(&r.pk, "h", h);
 	frame_pack_kv_int(&r.pk, "until", until);
 	return rec_end(tr, &r, type);
@@ -419,24 +334,15 @@ static int j_tomb(struct transfers *tr, uint8_t type, const char *h, int64_t unt
 
 static int j_snap(struct transfers *tr, const struct xfer *x)
 {
-	struct rec r;
-	rec_begin(&r, 17);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	frame_pack_kv_str(&r.pk, "dir", dir_name(x->dir));
-	frame_pack_kv_str(&r.pk, "path", x->path);
-	frame_pack_kv_int(&r.pk, "size", x->size);
-	frame_pack_kv_str(&r.pk, "want", x->want);
-	frame_pack_kv_int(&r.pk, "ow", x->overwrite);
-	frame_pack_kv_int(&r.pk, "at", x->created_ms);
+	struct frame_map r;
+	frame_map_begin(&r, OPEN_KEYS + 7);
+	pack_open_fields(&r, x);
 	frame_pack_kv_int(&r.pk, "touched", x->touched_ms);
 	frame_pack_kv_int(&r.pk, "finished", x->finished_ms);
-	frame_pack_kv_int(&r.pk, "dev", (int64_t)x->dev);
-	frame_pack_kv_int(&r.pk, "ino", (int64_t)x->ino);
 	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
 	frame_pack_kv_int(&r.pk, "loff", x->last_off);
 	frame_pack_kv_int(&r.pk, "llen", x->last_len);
 	frame_pack_kv_str(&r.pk, "state", state_name(x->state));
-	frame_pack_kv_str(&r.pk, "sha", x->sha);
 	frame_pack_kv_str(&r.pk, "msg", x->msg ? x->msg : "");
 	return rec_end(tr, &r, REC_X_SNAP);
 }
@@ -533,8 +439,9 @@ static void remove_stage(struct transfers *tr, struct xfer *x)
 	}
 }
 
-/* An upload that cannot go on: its bytes are dropped and it answers not_active from now on. */
-static void fail_upload(struct transfers *tr, struct xfer *x, const char *why)
+/* A transfer that cannot go on answers not_active from now on; an upload's staged bytes are
+ * dropped. */
+static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 {
 	remove_stage(tr, x);
 	xfer_close(x);
@@ -544,13 +451,18 @@ static void fail_upload(struct transfers *tr, struct xfer *x, const char *why)
 	j_end(tr, x);
 }
 
-static void fail_download(struct transfers *tr, struct xfer *x, const char *why)
+/* Drop the tombstones whose time is up: their handles become merely unknown. */
+static void prune_tombs(struct transfers *tr, int64_t now)
 {
-	xfer_close(x);
-	x->state = XS_FAILED;
-	set_msg(x, why);
-	x->finished_ms = x->touched_ms = now_ms();
-	j_end(tr, x);
+	for (struct xtomb **pp = &tr->tombs; *pp;) {
+		if ((*pp)->until <= now) {
+			struct xtomb *t = *pp;
+			*pp = t->next;
+			free(t);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
 }
 
 /* Forget a transfer: staged bytes deleted, the handle answers transfer_expired for a TTL. */
@@ -609,35 +521,20 @@ void transfers_free(struct transfers *tr)
 
 /* ---- replay --------------------------------------------------------------------------------- */
 
-static int get_str(const msgpack_object *m, const char *k, char *out, size_t outlen)
-{
-	const char *s;
-	size_t n;
-	if (frame_get_str(m, k, &s, &n) < 0 || n >= outlen || memchr(s, 0, n))
-		return -1;
-	memcpy(out, s, n);
-	out[n] = 0;
-	return 0;
-}
-
-static char *get_strdup(const msgpack_object *m, const char *k)
-{
-	const char *s;
-	size_t n;
-	if (frame_get_str(m, k, &s, &n) < 0 || memchr(s, 0, n))
-		return NULL;
-	char *d = malloc(n + 1);
-	if (d) {
-		memcpy(d, s, n);
-		d[n] = 0;
-	}
-	return d;
-}
-
 static int64_t get_i(const msgpack_object *m, const char *k, int64_t def)
 {
 	int64_t v;
 	return frame_get_int(m, k, &v) == 0 ? v : def;
+}
+
+/* A record's failure message; an empty one means none. */
+static void replay_msg(struct xfer *x, const msgpack_object *m)
+{
+	char *msg = frame_get_strdup(m, "msg");
+	free(x->msg);
+	x->msg = msg && *msg ? msg : NULL;
+	if (!x->msg)
+		free(msg);
 }
 
 static int parse_state(const char *s)
@@ -661,12 +558,12 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 		snprintf(err, errlen, "transfer %s opened twice", h);
 		return NULL;
 	}
-	if (get_str(m, "dir", dir, sizeof dir) < 0 || (strcmp(dir, "upload") && strcmp(dir, "download"))) {
+	if (frame_get_strcpy(m, "dir", dir, sizeof dir) < 0 || (strcmp(dir, "upload") && strcmp(dir, "download"))) {
 		snprintf(err, errlen, "transfer %s: record without a direction", h);
 		return NULL;
 	}
 	x = xfer_alloc(h);
-	if (!x || !(x->path = get_strdup(m, "path"))) {
+	if (!x || !(x->path = frame_get_strdup(m, "path"))) {
 		snprintf(err, errlen, "transfer %s: record without a path", h);
 		if (x)
 			xfer_free(x);
@@ -674,8 +571,8 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 	}
 	x->dir = strcmp(dir, "upload") == 0 ? X_UPLOAD : X_DOWNLOAD;
 	x->size = get_i(m, "size", -1);
-	get_str(m, "want", x->want, sizeof x->want);
-	get_str(m, "sha", x->sha, sizeof x->sha);
+	frame_get_strcpy(m, "want", x->want, sizeof x->want);
+	frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
 	x->overwrite = get_i(m, "ow", 0) != 0;
 	x->created_ms = x->touched_ms = get_i(m, "at", 0);
 	x->dev = (uint64_t)get_i(m, "dev", 0);
@@ -688,7 +585,7 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, char *err, size_t errlen)
 {
 	char h[33], st[16];
-	if (get_str(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
+	if (frame_get_strcpy(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
 		snprintf(err, errlen, "transfer record of type %d has no valid handle", type);
 		return -1;
 	}
@@ -704,17 +601,13 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 		x->cursor = get_i(m, "cursor", 0);
 		x->last_off = get_i(m, "loff", 0);
 		x->last_len = get_i(m, "llen", 0);
-		int s = get_str(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
+		int s = frame_get_strcpy(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
 		if (s < 0) {
 			snprintf(err, errlen, "transfer %s: unknown state", h);
 			return -1;
 		}
 		x->state = (enum xstate)s;
-		char *msg = get_strdup(m, "msg");
-		if (msg && *msg)
-			x->msg = msg;
-		else
-			free(msg);
+		replay_msg(x, m);
 		return 0;
 	}
 	case REC_X_GONE:
@@ -745,19 +638,15 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 		x->touched_ms = get_i(m, "at", x->touched_ms);
 		return 0;
 	case REC_X_END: {
-		int s = get_str(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
+		int s = frame_get_strcpy(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
 		if (s != XS_COMMITTED && s != XS_FAILED) {
 			snprintf(err, errlen, "transfer %s: end record with a bad state", h);
 			return -1;
 		}
 		x->state = (enum xstate)s;
-		get_str(m, "sha", x->sha, sizeof x->sha);
+		frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
 		x->size = get_i(m, "size", x->size);
-		char *msg = get_strdup(m, "msg");
-		free(x->msg);
-		x->msg = msg && *msg ? msg : NULL;
-		if (!x->msg)
-			free(msg);
+		replay_msg(x, m);
 		x->finished_ms = x->touched_ms = get_i(m, "at", x->touched_ms);
 		return 0;
 	}
@@ -809,7 +698,8 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		    dst.st_size == x->cursor && (x->size < 0 || x->size == x->cursor) && (x->want[0] || !x->overwrite)) {
 			int f = openat(x->dirfd, loc.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			char sha[65];
-			if (f >= 0 && hash_fd(tr, f, x->cursor, sha) == 0 && (!x->want[0] || strcmp(sha, x->want) == 0)) {
+			if (f >= 0 && blob_sha256_fd(f, (uint64_t)x->cursor, sha) == 0 &&
+			    (!x->want[0] || strcmp(sha, x->want) == 0)) {
 				close(f);
 				memcpy(x->sha, sha, sizeof sha);
 				x->state = XS_COMMITTED;
@@ -880,19 +770,11 @@ void transfers_recover(struct transfers *tr)
 		why[0] = 0;
 		if (upload_reopen(tr, x, why, sizeof why) < 0) {
 			fplog(&tr->sv->log, FPLOG_ERROR, NULL, "transfer %s: %s", x->h, why);
-			fail_upload(tr, x, why[0] ? why : "The staged bytes could not be recovered after a restart.");
+			fail_xfer(tr, x, why[0] ? why : "The staged bytes could not be recovered after a restart.");
 		}
 		limit_ready(tr, NULL);
 	}
-	for (struct xtomb **pp = &tr->tombs; *pp;) {
-		if ((*pp)->until <= now) {
-			struct xtomb *t = *pp;
-			*pp = t->next;
-			free(t);
-		} else {
-			pp = &(*pp)->next;
-		}
-	}
+	prune_tombs(tr, now);
 }
 
 size_t transfers_collect(struct transfers *tr, int64_t now)
@@ -908,15 +790,7 @@ size_t transfers_collect(struct transfers *tr, int64_t now)
 			n++;
 		}
 	}
-	for (struct xtomb **pp = &tr->tombs; *pp;) {
-		if ((*pp)->until <= now) {
-			struct xtomb *t = *pp;
-			*pp = t->next;
-			free(t);
-		} else {
-			pp = &(*pp)->next;
-		}
-	}
+	prune_tombs(tr, now);
 	return n;
 }
 
@@ -946,51 +820,15 @@ static int upload_ready(struct transfers *tr, struct xfer *x)
 		return 0;
 	if (upload_reopen(tr, x, why, sizeof why) == 0)
 		return 0;
-	fail_upload(tr, x, why[0] ? why : "The staged bytes could not be opened again.");
+	fail_xfer(tr, x, why[0] ? why : "The staged bytes could not be opened again.");
 	return -1;
 }
 
 /* ---- tool definitions ----------------------------------------------------------------------- */
 
-static cJSON *prop(cJSON *props, const char *name, const char *type, const char *desc)
-{
-	cJSON *p = cJSON_AddObjectToObject(props, name);
-	cJSON_AddStringToObject(p, "type", type);
-	cJSON_AddStringToObject(p, "description", desc);
-	return p;
-}
-
-static cJSON *tool_def(cJSON *arr, const char *name, const char *title, const char *desc, int readonly,
-                       int idempotent)
-{
-	cJSON *t = cJSON_CreateObject();
-	cJSON_AddStringToObject(t, "name", name);
-	cJSON_AddStringToObject(t, "title", title);
-	cJSON_AddStringToObject(t, "description", desc);
-	cJSON *s = cJSON_AddObjectToObject(t, "inputSchema");
-	cJSON_AddStringToObject(s, "type", "object");
-	cJSON_AddObjectToObject(s, "properties");
-	cJSON_AddBoolToObject(s, "additionalProperties", 0);
-	cJSON *a = cJSON_AddObjectToObject(t, "annotations");
-	cJSON_AddBoolToObject(a, "readOnlyHint", readonly);
-	cJSON_AddBoolToObject(a, "destructiveHint", 0);
-	cJSON_AddBoolToObject(a, "idempotentHint", idempotent);
-	cJSON_AddBoolToObject(a, "openWorldHint", 0);
-	cJSON_AddItemToArray(arr, t);
-	return s;
-}
-
-static void require(cJSON *schema, const char *a, const char *b)
-{
-	cJSON *r = cJSON_AddArrayToObject(schema, "required");
-	cJSON_AddItemToArray(r, cJSON_CreateString(a));
-	if (b)
-		cJSON_AddItemToArray(r, cJSON_CreateString(b));
-}
-
 static void handle_prop(cJSON *p)
 {
-	cJSON *h = prop(p, "handle", "string", "The handle file_transfer_open returned.");
+	cJSON *h = facade_prop(p, "handle", "string", "The handle file_transfer_open returned.");
 	cJSON_AddNumberToObject(h, "minLength", 1);
 	cJSON_AddNumberToObject(h, "maxLength", 64);
 }
@@ -998,72 +836,72 @@ static void handle_prop(cJSON *p)
 void transfer_list_tools(cJSON *arr)
 {
 	cJSON *s, *p, *q;
-	s = tool_def(arr, "file_transfer_open", "Open a file upload or download",
+	s = facade_tool_def(arr, "file_transfer_open", "Open a file upload or download",
 		"Start moving a file in or out of the server without putting it in the conversation. "
 		"upload: the file is written at path (inside the server's file roots) by file_transfer_write "
 		"chunks and appears there at file_transfer_commit, checked against size and sha256. "
 		"download: path is a file in the roots or a task artifact URI (forkpoint://tasks/ID/artifacts/NAME); "
 		"read it with file_transfer_read and compare its sha256. Transfers survive reconnects and "
-		"server restarts and expire 7 days after their last use.", 0, 0);
+		"server restarts and expire 7 days after their last use.", 0, 0, 0);
 	p = cJSON_GetObjectItem(s, "properties");
-	q = prop(p, "direction", "string", "upload (to the server) or download (from it).");
+	q = facade_prop(p, "direction", "string", "upload (to the server) or download (from it).");
 	cJSON *en = cJSON_AddArrayToObject(q, "enum");
 	cJSON_AddItemToArray(en, cJSON_CreateString("upload"));
 	cJSON_AddItemToArray(en, cJSON_CreateString("download"));
-	q = prop(p, "path", "string", "File path: relative to the first file root, or absolute inside a root. "
+	q = facade_prop(p, "path", "string", "File path: relative to the first file root, or absolute inside a root. "
 	         "For downloads also a forkpoint://tasks/ID/artifacts/NAME URI.");
 	cJSON_AddNumberToObject(q, "minLength", 1);
 	cJSON_AddNumberToObject(q, "maxLength", 4096);
-	q = prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
+	q = facade_prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
 	cJSON_AddNumberToObject(q, "minimum", 0);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
-	q = prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
+	facade_prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
+	q = facade_prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
 	cJSON_AddBoolToObject(q, "default", 0);
-	require(s, "direction", "path");
+	facade_require(s, "direction", "path");
 
-	s = tool_def(arr, "file_transfer_write", "Write one upload chunk",
+	s = facade_tool_def(arr, "file_transfer_write", "Write one upload chunk",
 		"Send the next chunk of an upload: offset must be the nextOffset of the previous answer "
 		"(0 at first), data the chunk's bytes in base64 (chunkSize bytes recommended, at most 1 MiB). "
-		"On offset_mismatch resume at error.partial.cursor.", 0, 0);
+		"On offset_mismatch resume at error.partial.cursor.", 0, 0, 0);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	q = prop(p, "offset", "integer", "Byte offset of this chunk in the file: the current nextOffset.");
+	q = facade_prop(p, "offset", "integer", "Byte offset of this chunk in the file: the current nextOffset.");
 	cJSON_AddNumberToObject(q, "minimum", 0);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
+	facade_prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
 	cJSON *r = cJSON_AddArrayToObject(s, "required");
 	cJSON_AddItemToArray(r, cJSON_CreateString("handle"));
 	cJSON_AddItemToArray(r, cJSON_CreateString("offset"));
 	cJSON_AddItemToArray(r, cJSON_CreateString("data"));
 
-	s = tool_def(arr, "file_transfer_read", "Read one download chunk",
+	s = facade_tool_def(arr, "file_transfer_read", "Read one download chunk",
 		"Read bytes of a download: from offset (default: where the last read ended), length bytes "
 		"(default chunkSize, at most 1 MiB), returned as base64. At eof the answer carries the "
-		"whole file's sha256.", 1, 1);
+		"whole file's sha256.", 1, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	q = prop(p, "offset", "integer", "Byte offset to read from (default: nextOffset of the previous read).");
+	q = facade_prop(p, "offset", "integer", "Byte offset to read from (default: nextOffset of the previous read).");
 	cJSON_AddNumberToObject(q, "minimum", 0);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	q = prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
+	q = facade_prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
 	cJSON_AddNumberToObject(q, "minimum", 1);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	require(s, "handle", NULL);
+	facade_require(s, "handle", NULL);
 
-	s = tool_def(arr, "file_transfer_commit", "Finish an upload",
+	s = facade_tool_def(arr, "file_transfer_commit", "Finish an upload",
 		"Check the uploaded bytes against the declared size and sha256 and move the file into place "
-		"atomically. Calling it again after success answers the same.", 0, 1);
+		"atomically. Calling it again after success answers the same.", 0, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	require(s, "handle", NULL);
+	facade_require(s, "handle", NULL);
 
-	s = tool_def(arr, "file_transfer_status", "Show a transfer",
+	s = facade_tool_def(arr, "file_transfer_status", "Show a transfer",
 		"State of an upload or download: active, completed or failed, and nextOffset, the offset to "
-		"continue at. Use it after a reconnect or a failed call.", 1, 1);
+		"continue at. Use it after a reconnect or a failed call.", 1, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	require(s, "handle", NULL);
+	facade_require(s, "handle", NULL);
 }
 
 int transfer_is_tool(const char *name)
@@ -1151,17 +989,17 @@ static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, 
 	cJSON *res;
 
 	if (size > XFER_MAX_BYTES) {
-		res = wrap(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		res = facade_failure(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
 		               "The declared size %lld is over the limit of %lld bytes.", (long long)size,
 		               (long long)XFER_MAX_BYTES));
 		goto out;
 	}
 	if ((rc = roots_open_parent(tr->roots, path, &dirfd, &loc, err, sizeof err)) < 0) {
-		res = wrap(path_error(tr, rc, err));
+		res = facade_failure(path_error(tr, rc, err));
 		goto out;
 	}
 	if (strncmp(loc.name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0) {
-		res = wrap(invalid_param("path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
+		res = facade_failure(invalid_param("path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
 		                         "uploads in progress; choose another name."));
 		goto out;
 	}
@@ -1173,23 +1011,23 @@ static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, 
 		goto out;
 	}
 	if (old && old->state == XS_ACTIVE)
-		fail_upload(tr, old, "Replaced by a newer file_transfer_open of the same path.");
+		fail_xfer(tr, old, "Replaced by a newer file_transfer_open of the same path.");
 	if (fstatat(dirfd, loc.name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 		if (!overwrite) {
 			cJSON *e = env("file_exists", 0, "Choose another path, or call file_transfer_open again with "
 			               "overwrite: true to replace the file when the upload is committed.",
 			               "'%s' already exists.", loc.abs);
-			res = wrap(e);
+			res = facade_failure(e);
 			goto out;
 		}
 		if (!S_ISREG(st.st_mode)) {
-			res = wrap(invalid_param("path", NULL, "The path exists and is not a regular file; only "
+			res = facade_failure(invalid_param("path", NULL, "The path exists and is not a regular file; only "
 			                         "regular files can be replaced."));
 			goto out;
 		}
 	}
-	if (!(x = xfer_alloc("")) || new_handle(x->h) < 0 || !(x->path = strdup(loc.abs)) || !(x->md = md_new())) {
-		res = wrap(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
+	if (!(x = xfer_alloc("")) || wire_random_hex(x->h) < 0 || !(x->path = strdup(loc.abs)) || !(x->md = md_new())) {
+		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
 		goto out;
 	}
 	x->dir = X_UPLOAD;
@@ -1200,7 +1038,7 @@ static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, 
 	stage_name(x, name, sizeof name);
 	x->fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (x->fd < 0 || fstat(dirfd, &st) < 0) {
-		res = wrap(env("internal_error", 1, "Check that the folder is writable by the server, then call "
+		res = facade_failure(env("internal_error", 1, "Check that the folder is writable by the server, then call "
 		               "file_transfer_open again.", "Cannot create the staging file in the folder of '%s': %s.",
 		               loc.abs, strerror(errno)));
 		goto out;
@@ -1270,24 +1108,24 @@ static cJSON *open_download(struct transfers *tr, const char *path)
 	cJSON *e = NULL, *res;
 	int fd = -1, rc;
 	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0) {
-		res = wrap(e);
+		res = facade_failure(e);
 		goto out;
 	}
 	if (st.st_size > XFER_MAX_BYTES) {
-		res = wrap(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
+		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
 		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
 		goto out;
 	}
-	if (!(x = xfer_alloc("")) || new_handle(x->h) < 0 || !(x->path = strdup(abs))) {
-		res = wrap(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
+	if (!(x = xfer_alloc("")) || wire_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
+		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
 		goto out;
 	}
-	rc = hash_fd(tr, fd, st.st_size, x->sha);
+	rc = blob_sha256_fd(fd, (uint64_t)st.st_size, x->sha);
 	if (rc == 0 && (fstat(fd, &st2) < 0 || st2.st_size != st.st_size ||
 	                st2.st_mtim.tv_sec != st.st_mtim.tv_sec || st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec))
 		rc = -EAGAIN;
 	if (rc < 0) {
-		res = wrap(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
+		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
 		               "being written.", "'%s' could not be read whole: %s.", abs,
 		               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" : strerror(-rc)));
 		goto out;
@@ -1344,13 +1182,13 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 	size_t elen = strlen(data), bad = 0;
 	cJSON *o;
 	if (x->dir != X_UPLOAD)
-		return wrap(invalid_param("handle", "Use file_transfer_read with a download handle.",
+		return facade_failure(invalid_param("handle", "Use file_transfer_read with a download handle.",
 		                          "This handle is a download; file_transfer_write needs an upload handle."));
 	upload_ready(tr, x);
 	if (x->state != XS_ACTIVE)
-		return wrap(not_active(x));
+		return facade_failure(not_active(x));
 	if (elen > CHUNK_B64_MAX)
-		return wrap(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
+		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
 			"file_transfer_write; 262144 (chunkSize) is the recommended size. Split the chunk and send "
 			"it again from the same offset.", "The chunk is %zu base64 characters, more than 1 MiB of bytes.",
 			elen), x->cursor));
@@ -1358,18 +1196,18 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 	if (n < 0) {
 		char msg[200];
 		snprintf(msg, sizeof msg, "data is not valid base64 (bad character at position %zu).", bad);
-		return wrap(with_cursor(invalid_param("data", "Encode the chunk's bytes as standard base64 "
+		return facade_failure(with_cursor(invalid_param("data", "Encode the chunk's bytes as standard base64 "
 			"(A-Z a-z 0-9 + /, '=' padding only at the end, no line breaks) and send it again.", msg),
 			x->cursor));
 	}
 	if (n > CHUNK_MAX)
-		return wrap(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes per write.",
+		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes per write.",
 		                            "The chunk has %zd bytes, more than 1 MiB.", n), x->cursor));
 	if (off != x->cursor) {
 		/* The answer to the last chunk may have been lost: the same bytes again at the same
 		 * offset are acknowledged without writing anything. */
 		if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
-		    pread_full(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
+		    wire_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
 			x->touched_ms = now_ms();
 			o = cJSON_CreateObject();
 			cJSON_AddNumberToObject(o, "received", 0);
@@ -1382,7 +1220,7 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
 		         "next; file_transfer_status always shows this offset.", (long long)x->cursor);
-		return wrap(with_cursor(env("offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
+		return facade_failure(with_cursor(env("offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
 			(long long)x->cursor, (long long)off, off < x->cursor ? " (those bytes were already received)"
 			                                                        : " (bytes before it are missing)"),
 			x->cursor));
@@ -1392,18 +1230,18 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 		snprintf(hint, sizeof hint, "Send at most %lld more bytes from offset %lld. If the file really is "
 		         "larger, call file_transfer_open again with the same path and the right size: that "
 		         "starts the upload over.", (long long)(x->size - x->cursor), (long long)x->cursor);
-		return wrap(with_cursor(env("size_mismatch", 1, hint, "The chunk would end at %lld, past the "
+		return facade_failure(with_cursor(env("size_mismatch", 1, hint, "The chunk would end at %lld, past the "
 			"declared size %lld; nothing was written.", (long long)(off + n), (long long)x->size), x->cursor));
 	}
 	if (off + n > XFER_MAX_BYTES)
-		return wrap(with_cursor(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		return facade_failure(with_cursor(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
 		                            "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES), x->cursor));
 	if (n > 0) {
-		int rc = pwrite_full(x->fd, tr->buf, (size_t)n, off);
+		int rc = wire_pwrite_full(x->fd, tr->buf, (size_t)n, off);
 		if (rc == 0 && fdatasync(x->fd) < 0)
 			rc = -errno;
 		if (rc < 0)
-			return wrap(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
+			return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
 				"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
 		EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
 		x->last_off = off;
@@ -1432,7 +1270,7 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e)
 	if (download_fd(tr, x->path, &fd, &st, abs, sizeof abs, e) < 0)
 		return -1;
 	if ((uint64_t)st.st_dev != x->dev || (uint64_t)st.st_ino != x->ino || st.st_size != x->size ||
-	    hash_fd(tr, fd, st.st_size, sha) < 0 || strcmp(sha, x->sha) != 0) {
+	    blob_sha256_fd(fd, (uint64_t)st.st_size, sha) < 0 || strcmp(sha, x->sha) != 0) {
 		close(fd);
 		*e = NULL;
 		return -ESTALE;
@@ -1445,8 +1283,8 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e)
 
 static cJSON *changed(struct transfers *tr, struct xfer *x)
 {
-	fail_download(tr, x, "The file changed after the download was opened.");
-	return wrap(env("checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
+	fail_xfer(tr, x, "The file changed after the download was opened.");
+	return facade_failure(env("checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
 	                "now, and start from offset 0.", "'%s' changed after the download was opened; its bytes "
 	                "no longer match sha256 %s.", x->path, x->sha));
 }
@@ -1454,39 +1292,39 @@ static cJSON *changed(struct transfers *tr, struct xfer *x)
 static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, const cJSON *jlen)
 {
 	if (x->dir != X_DOWNLOAD)
-		return wrap(invalid_param("handle", "Use file_transfer_write with an upload handle.",
+		return facade_failure(invalid_param("handle", "Use file_transfer_write with an upload handle.",
 		                          "This handle is an upload; file_transfer_read needs a download handle."));
 	if (x->state != XS_ACTIVE)
-		return wrap(not_active(x));
+		return facade_failure(not_active(x));
 	if (!x->ready) {
 		cJSON *e = NULL;
 		int rc = download_reopen(tr, x, &e);
 		if (rc == -ESTALE)
 			return changed(tr, x);
 		if (rc < 0) {
-			fail_download(tr, x, "The file is no longer there.");
-			return wrap(e);
+			fail_xfer(tr, x, "The file is no longer there.");
+			return facade_failure(e);
 		}
 	}
 	int64_t off = joff ? (int64_t)joff->valuedouble : x->cursor;
 	int64_t len = jlen ? (int64_t)jlen->valuedouble : CHUNK_SIZE;
 	if (len > CHUNK_MAX)
-		return wrap(env("chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
+		return facade_failure(env("chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
 		                "length %lld is more than 1 MiB.", (long long)len));
 	if (off > x->size) {
 		char msg[200];
 		snprintf(msg, sizeof msg, "offset %lld is past the end of the file (size %lld).", (long long)off,
 		         (long long)x->size);
-		return wrap(invalid_param("offset", "Read at an offset between 0 and size.", msg));
+		return facade_failure(invalid_param("offset", "Read at an offset between 0 and size.", msg));
 	}
 	struct stat st;
 	if (fstat(x->fd, &st) < 0 || st.st_size != x->size || st.st_mtim.tv_sec != x->mtime.tv_sec ||
 	    st.st_mtim.tv_nsec != x->mtime.tv_nsec)
 		return changed(tr, x);
 	size_t n = (size_t)(x->size - off < len ? x->size - off : len);
-	ssize_t r = pread_full(x->fd, tr->buf, n, off);
+	ssize_t r = wire_pread_upto(x->fd, tr->buf, n, off);
 	if (r < 0)
-		return wrap(env("internal_error", 1, "Read the same range again.", "Read failed: %s.", strerror((int)-r)));
+		return facade_failure(env("internal_error", 1, "Read the same range again.", "Read failed: %s.", strerror((int)-r)));
 	if ((size_t)r != n)
 		return changed(tr, x);
 	b64_encode(tr->buf, n, tr->enc);
@@ -1529,28 +1367,28 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 	char sha[65], stage[80];
 	int rc;
 	if (x->dir != X_UPLOAD)
-		return wrap(invalid_param("handle", "Downloads need no commit; just stop reading.",
+		return facade_failure(invalid_param("handle", "Downloads need no commit; just stop reading.",
 		                          "This handle is a download; only uploads are committed."));
 	upload_ready(tr, x);
 	if (x->state == XS_COMMITTED)
 		return committed_view(x, 1);
 	if (x->state != XS_ACTIVE)
-		return wrap(not_active(x));
+		return facade_failure(not_active(x));
 	if (x->size >= 0 && x->cursor < x->size) {
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
 		         "offset %lld (partial.cursor), then commit again.", (long long)(x->size - x->cursor),
 		         (long long)x->cursor);
-		return wrap(with_cursor(env("size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
+		return facade_failure(with_cursor(env("size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
 			"been received; the upload stays open.", (long long)x->cursor, (long long)x->size), x->cursor));
 	}
 	if (md_peek(x->md, sha) < 0)
-		return wrap(env("internal_error", 1, "Call file_transfer_commit again.", "Out of memory."));
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again.", "Out of memory."));
 	if (x->want[0] && strcmp(sha, x->want) != 0) {
 		char why[300];
 		snprintf(why, sizeof why, "The received bytes have sha256 %s, not the declared %s.", sha, x->want);
-		fail_upload(tr, x, why);
-		return wrap(env("checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
+		fail_xfer(tr, x, why);
+		return facade_failure(env("checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
 			"the declared sha256 against the file, then call file_transfer_open again with the same path, "
 			"size and sha256 and send the whole file from offset 0.", "%s", why));
 	}
@@ -1559,12 +1397,12 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 	if (rc == 0)
 		rc = publish(x, stage, last_name(x->path));
 	if (rc == -EEXIST)
-		return wrap(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
+		return facade_failure(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
 			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
 			"'%s' appeared while the upload was running; the upload stays open and nothing was replaced.",
 			x->path));
 	if (rc < 0)
-		return wrap(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The file could not be moved into place: %s.", strerror(-rc)));
 	fsync(x->dirfd);
 	memcpy(x->sha, sha, sizeof sha);
@@ -1607,7 +1445,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 {
 	char err[256], field[128];
 	if (schema_validate(schema, args, err, sizeof err, field, sizeof field) < 0)
-		return wrap(invalid_param(field, NULL, err));
+		return facade_failure(invalid_param(field, NULL, err));
 	if (strcmp(name, "file_transfer_open") == 0) {
 		const char *dir = cJSON_GetObjectItem(args, "direction")->valuestring;
 		const char *path = cJSON_GetObjectItem(args, "path")->valuestring;
@@ -1617,7 +1455,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 		char want[65] = "";
 		if (strcmp(dir, "download") == 0) {
 			if (sz || sha || cJSON_IsTrue(ow))
-				return wrap(invalid_param(sz ? "size" : sha ? "sha256" : "overwrite", "Leave out size, sha256 "
+				return facade_failure(invalid_param(sz ? "size" : sha ? "sha256" : "overwrite", "Leave out size, sha256 "
 					"and overwrite for downloads: the answer reports the file's size and sha256.",
 					"size, sha256 and overwrite apply to uploads only."));
 			cJSON *r = open_download(tr, path);
@@ -1631,7 +1469,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 					? sha->valuestring[i] - 'A' + 'a' : sha->valuestring[i]);
 			want[n < 64 ? n : 64] = 0;
 			if (n != 64 || !is_hex(want, 64))
-				return wrap(invalid_param("sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
+				return facade_failure(invalid_param("sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
 				                          "sha256 must be 64 hexadecimal digits."));
 		}
 		cJSON *r = open_upload(tr, path, sz ? (int64_t)sz->valuedouble : -1, want, cJSON_IsTrue(ow));
@@ -1642,7 +1480,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 	struct xfer *x = find(tr, h);
 	cJSON *r;
 	if (!x)
-		return wrap(unknown_handle(tr, h));
+		return facade_failure(unknown_handle(tr, h));
 	if (strcmp(name, "file_transfer_write") == 0)
 		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
 		             cJSON_GetObjectItem(args, "data")->valuestring);
@@ -1653,7 +1491,8 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 	else if (strcmp(name, "file_transfer_status") == 0)
 		r = do_status(tr, x);
 	else
-		r = wrap(env("internal_error", 0, "Call one of the file_transfer_* tools.", "Unknown transfer tool %s.", name));
+		r = facade_failure(env("internal_error", 0, "Call one of the file_transfer_* tools.",
+		                       "Unknown transfer tool %s.", name));
 	limit_ready(tr, x);
 	return r;
 }
@@ -1682,12 +1521,12 @@ static int copy_in(struct transfers *tr, int src, int64_t size, int dirfd, const
 			}
 			/* No copy offload here (or a short source): plain reads and writes. */
 			while (in_off < size) {
-				ssize_t r = pread_full(src, tr->buf2, IO_BUF, in_off);
+				ssize_t r = wire_pread_upto(src, tr->buf2, IO_BUF, in_off);
 				if (r <= 0) {
 					rc = r < 0 ? (int)r : -EIO;
 					goto fail;
 				}
-				if ((rc = pwrite_full(out, tr->buf2, (size_t)r, in_off)) < 0)
+				if ((rc = wire_pwrite_full(out, tr->buf2, (size_t)r, in_off)) < 0)
 					goto fail;
 				in_off += r;
 			}

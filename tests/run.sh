@@ -17,19 +17,24 @@ add() { # add PART PASS FAIL
 	if [ "$3" -ne 0 ]; then failed_parts="$failed_parts $1"; fi
 }
 
+# counts FILE RC: p and f from FILE's last "N passed, M failed" line (line holds it, empty if
+# there is none); a non-zero RC with nothing failed counts as one failure.
+counts() {
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	p=${p:-0}
+	f=${f:-0}
+	if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+}
+
 # ---- unit tests: each binary ends with "N passed, M failed" ----
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
 	out=$(mktemp)
 	"$t" >"$out" 2>&1
-	rc=$?
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
-	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
-	p=${p:-0}
-	f=${f:-0}
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	counts "$out" $?
 	if [ "$f" -ne 0 ] || [ -z "$line" ]; then
 		cat "$out"
 		[ -z "$line" ] && [ "$f" -eq 0 ] && f=1
@@ -43,12 +48,7 @@ done
 if [ -x tests/escape/run.sh ]; then
 	out=$(mktemp)
 	tests/escape/run.sh >"$out" 2>&1
-	rc=$?
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
-	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
-	p=${p:-0}; f=${f:-0}
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	counts "$out" $?
 	[ "$f" -ne 0 ] && cat "$out"
 	grep -E '^(ok|not ok|skip)' "$out" | sed 's/^/escape /' || true
 	echo "escape battery: $p passed, $f failed"
@@ -78,12 +78,7 @@ fi
 if [ -x tests/conformance/run.sh ]; then
 	out=$(mktemp)
 	tests/conformance/run.sh >"$out" 2>&1
-	rc=$?
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
-	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
-	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
-	p=${p:-0}; f=${f:-0}
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	counts "$out" $?
 	if [ "$f" -ne 0 ]; then cat "$out"; else grep -E '^(ok|FAIL|xfail|XPASS|skip)' "$out" | sed 's/^/conformance /'; fi
 	echo "conformance: $p passed, $f failed"
 	add conformance "$p" "$f"

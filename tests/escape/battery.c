@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/unit/check.h"
+
 /* ---- what to try ---------------------------------------------------------------------------- */
 
 enum {
@@ -191,37 +193,6 @@ static char *expand(const char *s, const char *const *kv)
 	if (out)
 		out[len] = 0;
 	return out;
-}
-
-/* Processes whose command line contains mark (attempts carry it in argv). */
-static int count_marked(const char *mark)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	int n = 0;
-	if (!d)
-		return 0;
-	while ((e = readdir(d))) {
-		char p[300], buf[4096];
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		int fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t len = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		if (len <= 0)
-			continue;   /* zombies have an empty command line: they are gone */
-		for (ssize_t i = 0; i < len; i++)
-			if (buf[i] == 0)
-				buf[i] = ' ';
-		buf[len] = 0;
-		if (strstr(buf, mark))
-			n++;
-	}
-	closedir(d);
-	return n;
 }
 
 /* ---- the supervisor, over stdio ------------------------------------------------------------ */
@@ -593,7 +564,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 		/* Sample the tree while it runs: it must never grow past the limit. */
 		int64_t until = now_ms() + (int64_t)(a->timeout * 1000) - 300;
 		while (now_ms() < until) {
-			int n = count_marked(mark);
+			int n = check_count_procs(mark);
 			if (n > max_seen)
 				max_seen = n;
 			sleep_ms(100);
@@ -652,7 +623,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 	/* Nothing of it may be left. */
 	int64_t until = now_ms() + 5000;
 	int left;
-	while ((left = count_marked(mark)) > 0 && now_ms() < until)
+	while ((left = check_count_procs(mark)) > 0 && now_ms() < until)
 		sleep_ms(50);
 	if (left > 0) {
 		snprintf(why, sizeof why, "%d of its processes outlived the task", left);

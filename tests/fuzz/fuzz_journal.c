@@ -7,10 +7,10 @@
  * Built by `make fuzz`. */
 #include "journal.h"
 #include "crc32c.h"
+#include "tests/unit/check.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdint.h>
@@ -25,23 +25,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* libFuzzer gives the target no context argument: the scratch dir lives for the process. */
 static char scratch[PATH_MAX];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void cleanup(void)
 {
 	if (scratch[0] != '\0')
-		rm_rf(scratch);
+		check_rm_rf(scratch);
 }
 
 /* What one open saw: records delivered and informational lines logged. */
@@ -138,7 +125,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	snprintf(state, sizeof state, "%s/s", scratch);
 	snprintf(jdir, sizeof jdir, "%s/journal", state);
-	rm_rf(state);
+	check_rm_rf(state);
 	if (mkdir(state, 0700) < 0 || mkdir(jdir, 0700) < 0)
 		abort();
 

@@ -14,6 +14,8 @@
  *
  * After the abuse the job naps for up to 60 s: the supervisor is expected to kill it long
  * before.  Exit status 3 means "the supervisor let me finish", 2 a usage or setup error. */
+#include "wire.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -23,40 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const unsigned char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static void put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24);
-	p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8);
-	p[3] = (unsigned char)v;
-}
-
 /* Send one frame: 4-byte big-endian length, then the payload as given. */
 static int send_frame(int fd, const unsigned char *payload, size_t len)
 {
 	unsigned char hdr[4];
 
-	put_be32(hdr, (uint32_t)len);
-	if (write_all(fd, hdr, sizeof hdr) < 0)
+	wire_put_be32(hdr, (uint32_t)len);
+	if (wire_write_full(fd, hdr, sizeof hdr) < 0)
 		return -1;
-	return write_all(fd, payload, len);
+	return wire_write_full(fd, payload, len);
 }
 
 /* The fixed prefix of a two-entry map {"type":"progress","message": <value follows>}. */
@@ -94,7 +71,7 @@ static int mode_garbage(int fd)
 	if (send_frame(fd, buf, 64) < 0)
 		return -1;
 	for (int i = 0; i < 16; i++)
-		if (write_all(fd, buf, sizeof buf) < 0)
+		if (wire_write_full(fd, buf, sizeof buf) < 0)
 			return -1;
 	return 0;
 }
@@ -103,11 +80,11 @@ static int mode_oversize(int fd)
 {
 	unsigned char hdr[4];
 
-	put_be32(hdr, 0x80000000u);
-	if (write_all(fd, hdr, sizeof hdr) < 0)
+	wire_put_be32(hdr, 0x80000000u);
+	if (wire_write_full(fd, hdr, sizeof hdr) < 0)
 		return -1;
 	for (int i = 0; i < 64; i++)
-		if (write_all(fd, "\x81\xa4type", 6) < 0)
+		if (wire_write_full(fd, "\x81\xa4type", 6) < 0)
 			return -1;
 	return 0;
 }
@@ -152,12 +129,12 @@ static int mode_flood(int fd)
 	size_t n = 0;
 
 	for (int i = 0; i < 64; i++) {
-		put_be32(batch + n, (uint32_t)sizeof p);
+		wire_put_be32(batch + n, (uint32_t)sizeof p);
 		memcpy(batch + n + 4, p, sizeof p);
 		n += 4 + sizeof p;
 	}
 	for (;;)
-		if (write_all(fd, batch, n) < 0)
+		if (wire_write_full(fd, batch, n) < 0)
 			return -1;
 }
 
@@ -168,7 +145,7 @@ static int mode_bigout(void)
 	for (size_t i = 0; i < sizeof chunk; i++)
 		chunk[i] = (i % 64 == 63) ? '\n' : (char)('a' + i % 26);
 	for (int i = 0; i < 1600; i++)   /* 1600 * 64 KiB = 100 MiB */
-		if (write_all(STDOUT_FILENO, chunk, sizeof chunk) < 0)
+		if (wire_write_full(STDOUT_FILENO, chunk, sizeof chunk) < 0)
 			return -1;
 	return 0;
 }

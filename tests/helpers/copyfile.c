@@ -5,6 +5,8 @@
  *   copyfile INPUT NAME [reverse|copy] [MARKER...]
  *
  * Prints "copied N bytes" and exits 0; exits 1 with a message on stderr on any error. */
+#include "wire.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -13,21 +15,6 @@
 #include <unistd.h>
 
 #define BLOCK 4096
-
-static int write_full(int fd, const unsigned char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 int main(int argc, char **argv)
 {
@@ -49,20 +36,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	for (;;) {
-		size_t got = 0;
 		/* Whole blocks, so "reverse" means the same thing however read() splits the file. */
-		while (got < BLOCK) {
-			ssize_t n = read(in, buf + got, BLOCK - got);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				fprintf(stderr, "copyfile: read: %s\n", strerror(errno));
-				goto out;
-			}
-			if (n == 0)
-				break;
-			got += (size_t)n;
+		ssize_t n = wire_read_upto(in, buf, BLOCK);
+		if (n < 0) {
+			fprintf(stderr, "copyfile: read: %s\n", strerror((int)-n));
+			goto out;
 		}
+		size_t got = (size_t)n;
 		if (got == 0)
 			break;
 		if (reverse)
@@ -71,8 +51,9 @@ int main(int argc, char **argv)
 				buf[i] = buf[got - 1 - i];
 				buf[got - 1 - i] = c;
 			}
-		if (write_full(fd, buf, got) < 0) {
-			fprintf(stderr, "copyfile: write: %s\n", strerror(errno));
+		int wrc = wire_write_full(fd, buf, got);
+		if (wrc < 0) {
+			fprintf(stderr, "copyfile: write: %s\n", strerror(-wrc));
 			goto out;
 		}
 		total += (long long)got;

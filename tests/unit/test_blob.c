@@ -3,56 +3,16 @@
  * garbage collection of unreferenced blobs and leftover temp files.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "blob.h"
+#include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-struct tally {
-	int pass;
-	int fail;
-};
-
-static void check(struct tally *t, int ok, const char *what, int line)
-{
-	if (ok) {
-		t->pass++;
-		printf("ok %d - %s\n", t->pass + t->fail, what);
-	} else {
-		t->fail++;
-		printf("not ok %d - %s (line %d)\n", t->pass + t->fail, what, line);
-	}
-}
-#define CHECK(t, cond, what) check((t), (cond) ? 1 : 0, (what), __LINE__)
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void tmp_state(char *buf, size_t len)
-{
-	const char *base = getenv("TMPDIR");
-	snprintf(buf, len, "%s/fp-blob-XXXXXX", base != NULL && base[0] ? base : "/tmp");
-	if (mkdtemp(buf) == NULL) {
-		perror("mkdtemp");
-		exit(2);
-	}
-}
 
 static void blob_file(char *buf, size_t len, const char *state, const char *hex)
 {
@@ -114,7 +74,7 @@ static void test_put_get(struct tally *t)
 	size_t len = 0;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "blob");
 	rc = blob_put(state, msg, sizeof msg - 1, hex);
 	CHECK(t, rc == 0 && strlen(hex) == BLOB_HEX_LEN, "put returns the 64-hex name");
 	char want[BLOB_HEX_LEN + 1];
@@ -195,7 +155,7 @@ static void test_put_get(struct tally *t)
 	      "exists is 0 for a blob never stored");
 	CHECK(t, blob_get(state, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
 			  &data, &len) == -ENOENT, "get of a missing blob is -ENOENT");
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_gc(struct tally *t)
@@ -205,7 +165,7 @@ static void test_gc(struct tally *t)
 	size_t removed = 99;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "blob");
 	CHECK(t, blob_gc(state, NULL, 0, &removed) == 0 && removed == 0,
 	      "gc without a blobs/ directory is a no-op");
 	for (int i = 0; i < 6; i++) {
@@ -241,7 +201,7 @@ static void test_gc(struct tally *t)
 	CHECK(t, access(junk, F_OK) == 0, "a file that is not a blob is left alone");
 	rc = blob_gc(state, NULL, 0, &removed);
 	CHECK(t, rc == 0 && removed == 3 && count_files(state) == 1, "gc with an empty keep list empties the store");
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 int main(void)
@@ -251,6 +211,5 @@ int main(void)
 	test_sha256(&t);
 	test_put_get(&t);
 	test_gc(&t);
-	printf("%d passed, %d failed\n", t.pass, t.fail);
-	return t.fail == 0 ? 0 : 1;
+	return check_done(&t);
 }

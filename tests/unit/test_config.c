@@ -4,6 +4,7 @@
  * so results do not depend on the machine.  Prints "N passed, M failed" last. */
 #include "config.h"
 #include "frame.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,22 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-struct tally {
-	int passed;
-	int failed;
-};
-
-#define CHECK(t, cond, ...) do {                                              \
-		if (cond) {                                                       \
-			(t)->passed++;                                            \
-		} else {                                                          \
-			(t)->failed++;                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
 
 static int streq(const char *a, const char *b)
 {
@@ -53,12 +38,6 @@ struct fixture {
 	char conf[PATH_MAX];    /* dir/config.json */
 };
 
-static void die(const char *what)
-{
-	fprintf(stderr, "test setup: %s: %s\n", what, strerror(errno));
-	exit(2);
-}
-
 static const char *at(const struct fixture *fx, const char *rel, char *buf)
 {
 	fmt(buf, PATH_MAX, "%s/%s", fx->dir, rel);
@@ -69,54 +48,35 @@ static void write_file(const char *path, const char *text, mode_t mode)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 	if (fd < 0)
-		die(path);
+		check_die(path);
 	size_t len = strlen(text);
 	if (write(fd, text, len) != (ssize_t)len)
-		die(path);
+		check_die(path);
 	close(fd);
 	if (chmod(path, mode) != 0)
-		die(path);
+		check_die(path);
 }
 
 static void setup(struct fixture *fx)
 {
-	char tmpl[] = "/tmp/fp-test-config-XXXXXX", p[PATH_MAX], path_env[2 * PATH_MAX];
-	if (!mkdtemp(tmpl) || !realpath(tmpl, fx->dir))
-		die("mkdtemp");
+	char tmpl[PATH_MAX], p[PATH_MAX], path_env[2 * PATH_MAX];
+	check_tmpdir(tmpl, sizeof tmpl, "test-config");
+	if (!realpath(tmpl, fx->dir))
+		check_die("realpath");
 	fmt(fx->conf, sizeof fx->conf, "%s/config.json", fx->dir);
 	const char *dirs[] = { "bin", "pathbin", "work", "sub", "real" };
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
 		if (mkdir(at(fx, dirs[i], p), 0755) != 0)
-			die(p);
+			check_die(p);
 	write_file(at(fx, "bin/job", p), "#!/bin/sh\nexit 0\n", 0755);
 	write_file(at(fx, "bin/noexec", p), "#!/bin/sh\nexit 0\n", 0644);
 	write_file(at(fx, "pathbin/pjob", p), "#!/bin/sh\nexit 0\n", 0755);
 	write_file(at(fx, "pathbin/pnoexec", p), "#!/bin/sh\nexit 0\n", 0644);
 	if (symlink("real", at(fx, "link", p)) != 0)
-		die(p);
+		check_die(p);
 	/* a relative entry and a missing one: both must be skipped without harm */
 	fmt(path_env, sizeof path_env, "relative/bin:/nonexistent-fp:%s/pathbin:/usr/bin:/bin", fx->dir);
 	setenv("PATH", path_env, 1);
-}
-
-static void rm_rf(const char *dir)
-{
-	/* Only ever our own mkdtemp() folder, whose entries this file created. */
-	static const char *const files[] = {
-		"bin/job", "bin/noexec", "pathbin/pjob", "pathbin/pnoexec", "config.json",
-		"sub/config.json", "real/config.json", "link", "sub/linked.json",
-	};
-	static const char *const dirs[] = { "bin", "pathbin", "work", "sub", "real" };
-	char p[PATH_MAX];
-	for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-		fmt(p, sizeof p, "%s/%s", dir, files[i]);
-		unlink(p);
-	}
-	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-		fmt(p, sizeof p, "%s/%s", dir, dirs[i]);
-		rmdir(p);
-	}
-	rmdir(dir);
 }
 
 /* Load `text` from fx->conf and expect success. */
@@ -126,7 +86,7 @@ static struct config *load_ok(struct tally *t, const struct fixture *fx, int lin
 	struct config *c = NULL;
 	write_file(fx->conf, text, 0644);
 	int rc = config_load(fx->conf, &c, err, sizeof err);
-	CHECK(t, rc == 0 && c, "line %d: config_load = %d: %s", line, rc, err);
+	CHECKF(t, rc == 0 && c, "line %d: config_load = %d: %s", line, rc, err);
 	return rc == 0 ? c : NULL;
 }
 
@@ -146,7 +106,7 @@ static void load_err(struct tally *t, const struct fixture *fx, int line, const 
 	write_file(fx->conf, text, 0644);
 	int rc = config_load(fx->conf, &c, err, sizeof err);
 	int match = prefix ? strncmp(err, full, strlen(full)) == 0 : strcmp(err, full) == 0;
-	CHECK(t, rc == -1 && c == NULL && match && !strchr(err, '\n'),
+	CHECKF(t, rc == -1 && c == NULL && match && !strchr(err, '\n'),
 	      "line %d: config_load = %d\n   got:  %s\n   want: %s%s", line, rc, err, full,
 	      prefix ? "..." : "");
 	config_free(c);
@@ -185,78 +145,78 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		"}\n");
 	if (!c)
 		return;
-	CHECK(t, STREQ(c->path, fx->conf), "path %s", c->path);
-	CHECK(t, STREQ(c->dir, fx->dir), "dir %s", c->dir);
+	CHECKF(t, STREQ(c->path, fx->conf), "path %s", c->path);
+	CHECKF(t, STREQ(c->dir, fx->dir), "dir %s", c->dir);
 
 	const struct server_cfg *s = &c->server;
-	CHECK(t, STREQ(s->name, "demo"), "server.name %s", s->name);
-	CHECK(t, s->max_concurrent == 8 && s->max_queue == 0, "limits %d %d", s->max_concurrent, s->max_queue);
-	CHECK(t, s->n_file_roots == 2 && STREQ(s->file_roots[0], at(fx, "data", p)) &&
+	CHECKF(t, STREQ(s->name, "demo"), "server.name %s", s->name);
+	CHECKF(t, s->max_concurrent == 8 && s->max_queue == 0, "limits %d %d", s->max_concurrent, s->max_queue);
+	CHECKF(t, s->n_file_roots == 2 && STREQ(s->file_roots[0], at(fx, "data", p)) &&
 	      STREQ(s->file_roots[1], "/srv/y"), "fileRoots");
-	CHECK(t, s->cancel_grace_seconds == 2.5, "grace %g", s->cancel_grace_seconds);
-	CHECK(t, s->max_frame_bytes == 1048576 && s->log_max_bytes == 65536 &&
+	CHECKF(t, s->cancel_grace_seconds == 2.5, "grace %g", s->cancel_grace_seconds);
+	CHECKF(t, s->max_frame_bytes == 1048576 && s->log_max_bytes == 65536 &&
 	      s->result_inline_bytes == 1024, "byte limits");
 
-	CHECK(t, c->n_tools == 3, "n_tools %zu", c->n_tools);
+	CHECKF(t, c->n_tools == 3, "n_tools %zu", c->n_tools);
 	const struct tool_cfg *r = config_tool(c, "generate-report");
-	CHECK(t, r == &c->tools[0], "config_tool");
-	CHECK(t, config_tool(c, "Generate-Report") == NULL && config_tool(c, "nope") == NULL, "config_tool miss");
-	CHECK(t, STREQ(r->title, "Generate a report") && STREQ(r->description, "Writes a report."), "texts");
+	CHECKF(t, r == &c->tools[0], "config_tool");
+	CHECKF(t, config_tool(c, "Generate-Report") == NULL && config_tool(c, "nope") == NULL, "config_tool miss");
+	CHECKF(t, STREQ(r->title, "Generate a report") && STREQ(r->description, "Writes a report."), "texts");
 	const cJSON *props = cJSON_GetObjectItemCaseSensitive(r->input_schema, "properties");
-	CHECK(t, cJSON_GetObjectItemCaseSensitive(props, "sections") != NULL, "inputSchema kept");
-	CHECK(t, r->output_schema && cJSON_GetObjectItemCaseSensitive(r->output_schema, "properties"), "outputSchema");
-	CHECK(t, r->annotations && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->annotations, "idempotentHint")),
+	CHECKF(t, cJSON_GetObjectItemCaseSensitive(props, "sections") != NULL, "inputSchema kept");
+	CHECKF(t, r->output_schema && cJSON_GetObjectItemCaseSensitive(r->output_schema, "properties"), "outputSchema");
+	CHECKF(t, r->annotations && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r->annotations, "idempotentHint")),
 	      "annotations");
-	CHECK(t, r->argc == 7 && r->argv[7] == NULL, "argc %zu", r->argc);
-	CHECK(t, STREQ(r->argv[0], at(fx, "bin/job", p)), "argv[0] %s", r->argv[0]);
-	CHECK(t, STREQ(r->argv[2], "{sections}") && STREQ(r->argv[3], "--topic={topic}") &&
+	CHECKF(t, r->argc == 7 && r->argv[7] == NULL, "argc %zu", r->argc);
+	CHECKF(t, STREQ(r->argv[0], at(fx, "bin/job", p)), "argv[0] %s", r->argv[0]);
+	CHECKF(t, STREQ(r->argv[2], "{sections}") && STREQ(r->argv[3], "--topic={topic}") &&
 	      STREQ(r->argv[4], "{}") && STREQ(r->argv[5], "{not a placeholder}") && STREQ(r->argv[6], ""),
 	      "argv template kept verbatim");
-	CHECK(t, STREQ(r->cwd, at(fx, "work", p)), "cwd %s", r->cwd);
-	CHECK(t, r->mode == TOOL_MODE_AUTO && r->wait_seconds == 2 && r->resume == RESUME_RESTART, "mode");
-	CHECK(t, r->timeout_seconds == 0 && r->ttl_seconds == 60 && r->retries == 2, "times");
-	CHECK(t, r->task_support == TASK_SUPPORT_REQUIRED, "taskSupport");
+	CHECKF(t, STREQ(r->cwd, at(fx, "work", p)), "cwd %s", r->cwd);
+	CHECKF(t, r->mode == TOOL_MODE_AUTO && r->wait_seconds == 2 && r->resume == RESUME_RESTART, "mode");
+	CHECKF(t, r->timeout_seconds == 0 && r->ttl_seconds == 60 && r->retries == 2, "times");
+	CHECKF(t, r->task_support == TASK_SUPPORT_REQUIRED, "taskSupport");
 	const struct sandbox_cfg *sb = &r->sandbox;
-	CHECK(t, STREQ(sb->profile, "strict") && sb->network == 1, "profile %s", sb->profile);
-	CHECK(t, sb->memory_mb == 512 && sb->cpu_seconds == 600 && sb->max_processes == 32 &&
+	CHECKF(t, STREQ(sb->profile, "strict") && sb->network == 1, "profile %s", sb->profile);
+	CHECKF(t, sb->memory_mb == 512 && sb->cpu_seconds == 600 && sb->max_processes == 32 &&
 	      sb->max_file_mb == 64, "sandbox limits");
-	CHECK(t, sb->n_read_paths == 2 && STREQ(sb->read_paths[0], at(fx, "ro", p)) &&
+	CHECKF(t, sb->n_read_paths == 2 && STREQ(sb->read_paths[0], at(fx, "ro", p)) &&
 	      STREQ(sb->read_paths[1], "/etc"), "readPaths");
-	CHECK(t, sb->n_write_paths == 1 && STREQ(sb->write_paths[0], at(fx, "out", p)), "writePaths %s",
+	CHECKF(t, sb->n_write_paths == 1 && STREQ(sb->write_paths[0], at(fx, "out", p)), "writePaths %s",
 	      sb->n_write_paths ? sb->write_paths[0] : "-");
-	CHECK(t, sb->n_require == 2 && STREQ(sb->require[0], "seccomp") && STREQ(sb->require[1], "rlimits"),
+	CHECKF(t, sb->n_require == 2 && STREQ(sb->require[0], "seccomp") && STREQ(sb->require[1], "rlimits"),
 	      "require");
 
 	/* every default */
 	const struct tool_cfg *d = config_tool(c, "plain");
-	CHECK(t, d && STREQ(d->argv[0], at(fx, "pathbin/pjob", p)) && d->argc == 1 && d->argv[1] == NULL,
+	CHECKF(t, d && STREQ(d->argv[0], at(fx, "pathbin/pjob", p)) && d->argc == 1 && d->argv[1] == NULL,
 	      "PATH lookup %s", d ? d->argv[0] : "-");
 	if (d) {
 		char *schema = cJSON_PrintUnformatted(d->input_schema);
-		CHECK(t, STREQ(schema, "{\"type\":\"object\"}"), "default inputSchema %s", schema);
+		CHECKF(t, STREQ(schema, "{\"type\":\"object\"}"), "default inputSchema %s", schema);
 		free(schema);
-		CHECK(t, !d->title && !d->description && !d->output_schema && !d->annotations && !d->cwd,
+		CHECKF(t, !d->title && !d->description && !d->output_schema && !d->annotations && !d->cwd,
 		      "optional fields NULL");
-		CHECK(t, d->mode == TOOL_MODE_TASK && d->wait_seconds == 10 && d->resume == RESUME_CHECKPOINT,
+		CHECKF(t, d->mode == TOOL_MODE_TASK && d->wait_seconds == 10 && d->resume == RESUME_CHECKPOINT,
 		      "mode defaults");
-		CHECK(t, d->timeout_seconds == 3600 && d->ttl_seconds == 86400 && d->retries == 0,
+		CHECKF(t, d->timeout_seconds == 3600 && d->ttl_seconds == 86400 && d->retries == 0,
 		      "time defaults");
-		CHECK(t, d->task_support == TASK_SUPPORT_OPTIONAL, "taskSupport default");
-		CHECK(t, STREQ(d->sandbox.profile, "default") && d->sandbox.network == 0 &&
+		CHECKF(t, d->task_support == TASK_SUPPORT_OPTIONAL, "taskSupport default");
+		CHECKF(t, STREQ(d->sandbox.profile, "default") && d->sandbox.network == 0 &&
 		      d->sandbox.memory_mb == 0 && d->sandbox.cpu_seconds == 0 &&
 		      d->sandbox.max_processes == 0 && d->sandbox.max_file_mb == 0 &&
 		      d->sandbox.n_read_paths == 0 && d->sandbox.n_write_paths == 0 &&
 		      d->sandbox.n_require == 0, "sandbox defaults");
 	}
 	const struct tool_cfg *q = config_tool(c, "quick.v2");
-	CHECK(t, q && q->mode == TOOL_MODE_SYNC && q->task_support == TASK_SUPPORT_FORBIDDEN,
+	CHECKF(t, q && q->mode == TOOL_MODE_SYNC && q->task_support == TASK_SUPPORT_FORBIDDEN,
 	      "sync tools default to taskSupport forbidden");
 	config_free(c);
 
 	c = load_ok(t, fx, __LINE__, ONE_TOOL(""));
 	if (c) {
 		s = &c->server;
-		CHECK(t, STREQ(s->name, "forkpoint") && s->max_concurrent == 4 && s->max_queue == 1000 &&
+		CHECKF(t, STREQ(s->name, "forkpoint") && s->max_concurrent == 4 && s->max_queue == 1000 &&
 		      s->n_file_roots == 0 && s->cancel_grace_seconds == 5 &&
 		      s->max_frame_bytes == FRAME_MAX_DEFAULT && s->log_max_bytes == 8L << 20 &&
 		      s->result_inline_bytes == 64L << 10, "server defaults");
@@ -409,37 +369,37 @@ static void test_other_entry_points(struct tally *t, const struct fixture *fx)
 
 	/* the file itself */
 	int rc = config_load("/nonexistent-fp/config.json", &c, err, sizeof err);
-	CHECK(t, rc == -1 && !c && STREQ(err, "/nonexistent-fp/config.json: No such file or directory"),
+	CHECKF(t, rc == -1 && !c && STREQ(err, "/nonexistent-fp/config.json: No such file or directory"),
 	      "missing file: %s", err);
 	rc = config_load(fx->dir, &c, err, sizeof err);
 	fmt(p, sizeof p, "%s: not a regular file", fx->dir);
-	CHECK(t, rc == -1 && !c && STREQ(err, p), "directory: %s", err);
+	CHECKF(t, rc == -1 && !c && STREQ(err, p), "directory: %s", err);
 
 	/* config_parse: no file prefix, base_dir for relative paths, NUL bytes refused */
 	static const char text[] = "{\"server\":{\"fileRoots\":[\"d\"]},"
 	                           "\"tools\":[{\"name\":\"a\",\"command\":[\"./job\"]}]}";
 	at(fx, "bin", p);
 	rc = config_parse(text, sizeof text - 1, p, &c, err, sizeof err);
-	CHECK(t, rc == 0 && c && STREQ(c->path, "") && STREQ(c->dir, p), "config_parse: %s", err);
+	CHECKF(t, rc == 0 && c && STREQ(c->path, "") && STREQ(c->dir, p), "config_parse: %s", err);
 	if (c) {
-		CHECK(t, STREQ(c->tools[0].argv[0], at(fx, "bin/job", p)), "config_parse argv[0] %s",
+		CHECKF(t, STREQ(c->tools[0].argv[0], at(fx, "bin/job", p)), "config_parse argv[0] %s",
 		      c->tools[0].argv[0]);
-		CHECK(t, STREQ(c->server.file_roots[0], at(fx, "bin/d", p)), "config_parse root");
+		CHECKF(t, STREQ(c->server.file_roots[0], at(fx, "bin/d", p)), "config_parse root");
 	}
 	config_free(c);
 	c = NULL;
 	rc = config_parse("{\"tools\":[]}", 12, fx->dir, &c, err, sizeof err);
-	CHECK(t, rc == -1 && STREQ(err, "tools: must be a non-empty array (got [])"), "parse err: %s", err);
+	CHECKF(t, rc == -1 && STREQ(err, "tools: must be a non-empty array (got [])"), "parse err: %s", err);
 	rc = config_parse("{\"tools\":[]}\0{}", 15, fx->dir, &c, err, sizeof err);
-	CHECK(t, rc == -1 && STREQ(err, "line 1, column 13: NUL byte in the file"), "NUL: %s", err);
+	CHECKF(t, rc == -1 && STREQ(err, "line 1, column 13: NUL byte in the file"), "NUL: %s", err);
 	/* only `len` bytes count, even when more follow */
 	rc = config_parse("{\"tools\":[]} trailing", 12, fx->dir, &c, err, sizeof err);
-	CHECK(t, rc == -1 && STREQ(err, "tools: must be a non-empty array (got [])"), "len: %s", err);
+	CHECKF(t, rc == -1 && STREQ(err, "tools: must be a non-empty array (got [])"), "len: %s", err);
 
 	/* a tiny error buffer is truncated, never overrun */
 	char small[6];
 	rc = config_parse("{}", 2, fx->dir, &c, small, sizeof small);
-	CHECK(t, rc == -1 && strlen(small) == 5, "small buffer: %s", small);
+	CHECKF(t, rc == -1 && strlen(small) == 5, "small buffer: %s", small);
 }
 
 /* Relative paths resolve against the folder holding the config (through symlinks), not the
@@ -454,22 +414,22 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 	write_file(at(fx, "sub/config.json", p), text, 0644);
 	write_file(at(fx, "real/config.json", p), text, 0644);
 	if (!getcwd(cwd, sizeof cwd))
-		die("getcwd");
+		check_die("getcwd");
 	if (chdir(fx->dir) != 0)
-		die("chdir");
+		check_die("chdir");
 
 	struct config *c = NULL;
 	int rc = config_load("sub/config.json", &c, err, sizeof err);
-	CHECK(t, rc == 0 && c, "relative load: %s", err);
+	CHECKF(t, rc == 0 && c, "relative load: %s", err);
 	if (c) {
-		CHECK(t, STREQ(c->path, at(fx, "sub/config.json", p)), "path %s", c->path);
-		CHECK(t, STREQ(c->dir, at(fx, "sub", p)), "dir %s", c->dir);
-		CHECK(t, STREQ(c->server.file_roots[0], at(fx, "x/y", p)), "root0 %s", c->server.file_roots[0]);
-		CHECK(t, STREQ(c->server.file_roots[1], at(fx, "sub/data", p)), "root1 %s", c->server.file_roots[1]);
-		CHECK(t, STREQ(c->tools[0].argv[0], at(fx, "bin/job", p)), "argv0 %s", c->tools[0].argv[0]);
-		CHECK(t, STREQ(c->tools[0].cwd, fx->dir), "cwd %s", c->tools[0].cwd);
-		CHECK(t, STREQ(c->tools[0].sandbox.read_paths[0], at(fx, "sub/in", p)), "readPaths");
-		CHECK(t, STREQ(c->tools[0].sandbox.write_paths[0], "/"), "'..' stops at / (%s)",
+		CHECKF(t, STREQ(c->path, at(fx, "sub/config.json", p)), "path %s", c->path);
+		CHECKF(t, STREQ(c->dir, at(fx, "sub", p)), "dir %s", c->dir);
+		CHECKF(t, STREQ(c->server.file_roots[0], at(fx, "x/y", p)), "root0 %s", c->server.file_roots[0]);
+		CHECKF(t, STREQ(c->server.file_roots[1], at(fx, "sub/data", p)), "root1 %s", c->server.file_roots[1]);
+		CHECKF(t, STREQ(c->tools[0].argv[0], at(fx, "bin/job", p)), "argv0 %s", c->tools[0].argv[0]);
+		CHECKF(t, STREQ(c->tools[0].cwd, fx->dir), "cwd %s", c->tools[0].cwd);
+		CHECKF(t, STREQ(c->tools[0].sandbox.read_paths[0], at(fx, "sub/in", p)), "readPaths");
+		CHECKF(t, STREQ(c->tools[0].sandbox.write_paths[0], "/"), "'..' stops at / (%s)",
 		      c->tools[0].sandbox.write_paths[0]);
 	}
 	config_free(c);
@@ -477,10 +437,10 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 
 	/* through a symlinked folder: the real folder is the base */
 	rc = config_load("link/config.json", &c, err, sizeof err);
-	CHECK(t, rc == 0 && c, "symlinked load: %s", err);
+	CHECKF(t, rc == 0 && c, "symlinked load: %s", err);
 	if (c) {
-		CHECK(t, STREQ(c->dir, at(fx, "real", p)), "dir through symlink %s", c->dir);
-		CHECK(t, STREQ(c->server.file_roots[1], at(fx, "real/data", q)), "root via symlink %s",
+		CHECKF(t, STREQ(c->dir, at(fx, "real", p)), "dir through symlink %s", c->dir);
+		CHECKF(t, STREQ(c->server.file_roots[1], at(fx, "real/data", q)), "root via symlink %s",
 		      c->server.file_roots[1]);
 	}
 	config_free(c);
@@ -488,12 +448,12 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 
 	/* a symlinked file: its own folder is the base, not its target's */
 	if (symlink("../real/config.json", at(fx, "sub/linked.json", p)) != 0)
-		die(p);
+		check_die(p);
 	rc = config_load("sub/linked.json", &c, err, sizeof err);
-	CHECK(t, rc == 0 && c, "symlinked file: %s", err);
+	CHECKF(t, rc == 0 && c, "symlinked file: %s", err);
 	if (c) {
-		CHECK(t, STREQ(c->path, at(fx, "sub/linked.json", p)), "symlinked file path %s", c->path);
-		CHECK(t, STREQ(c->server.file_roots[1], at(fx, "sub/data", q)), "symlinked file root %s",
+		CHECKF(t, STREQ(c->path, at(fx, "sub/linked.json", p)), "symlinked file path %s", c->path);
+		CHECKF(t, STREQ(c->server.file_roots[1], at(fx, "sub/data", q)), "symlinked file root %s",
 		      c->server.file_roots[1]);
 	}
 	config_free(c);
@@ -503,9 +463,9 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 	write_file(at(fx, "sub/config.json", p), "{\"tools\":[]}", 0644);
 	rc = config_load("sub/config.json", &c, err, sizeof err);
 	fmt(q, sizeof q, "%s: tools: must be a non-empty array (got [])", p);
-	CHECK(t, rc == -1 && STREQ(err, q), "relative error prefix: %s", err);
+	CHECKF(t, rc == -1 && STREQ(err, q), "relative error prefix: %s", err);
 	if (chdir(cwd) != 0)
-		die("chdir back");
+		check_die("chdir back");
 }
 
 static void test_placeholder_scan(struct tally *t)
@@ -514,12 +474,12 @@ static void test_placeholder_scan(struct tally *t)
 	size_t len = 0;
 	const char *s = "a{}b{x y}{ok_1.-}c{z}";
 	const char *p = config_placeholder(s, &name, &len);
-	CHECK(t, p == s + 9 && len == 6 && strncmp(name, "ok_1.-", len) == 0, "first placeholder");
+	CHECKF(t, p == s + 9 && len == 6 && strncmp(name, "ok_1.-", len) == 0, "first placeholder");
 	p = config_placeholder(name + len, &name, &len);
-	CHECK(t, p == s + 18 && len == 1 && name[0] == 'z', "second placeholder");
-	CHECK(t, config_placeholder(name + len, &name, &len) == NULL, "no more placeholders");
-	CHECK(t, config_placeholder("{{a}", &name, &len) != NULL && name[0] == 'a', "nested brace");
-	CHECK(t, config_placeholder("{a", &name, &len) == NULL, "unterminated");
+	CHECKF(t, p == s + 18 && len == 1 && name[0] == 'z', "second placeholder");
+	CHECKF(t, config_placeholder(name + len, &name, &len) == NULL, "no more placeholders");
+	CHECKF(t, config_placeholder("{{a}", &name, &len) != NULL && name[0] == 'a', "nested brace");
+	CHECKF(t, config_placeholder("{a", &name, &len) == NULL, "unterminated");
 }
 
 int main(void)
@@ -532,7 +492,6 @@ int main(void)
 	test_other_entry_points(&t, &fx);
 	test_relative(&t, &fx);
 	test_placeholder_scan(&t);
-	rm_rf(fx.dir);
-	printf("%d passed, %d failed\n", t.passed, t.failed);
-	return t.failed ? 1 : 0;
+	check_rm_rf(fx.dir);
+	return check_done(&t);
 }

@@ -3,29 +3,13 @@
  * every alignment, incremental extension, and the on-disk mask.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "crc32c.h"
+#include "check.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-struct tally {
-	int pass;
-	int fail;
-};
-
-static void check(struct tally *t, int ok, const char *what, int line)
-{
-	if (ok) {
-		t->pass++;
-		printf("ok %d - %s\n", t->pass + t->fail, what);
-	} else {
-		t->fail++;
-		printf("not ok %d - %s (line %d)\n", t->pass + t->fail, what, line);
-	}
-}
-#define CHECK(t, cond, what) check((t), (cond) ? 1 : 0, (what), __LINE__)
 
 /* The definition itself, one bit at a time: slow, obviously right, shares nothing with the
  * code under test. */
@@ -38,17 +22,6 @@ static uint32_t crc_bitwise(uint32_t crc, const unsigned char *p, size_t len)
 			c = (c >> 1) ^ ((c & 1u) ? 0x82F63B78u : 0u);
 	}
 	return ~c;
-}
-
-/* xorshift64: deterministic data without touching libc's global rand() state. */
-static uint64_t next_rand(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
 }
 
 static void test_vectors(struct tally *t)
@@ -92,11 +65,11 @@ static void test_all_lengths(struct tally *t)
 		return;
 	}
 	for (size_t i = 0; i < MAXLEN + ALIGNS + 8; i++)
-		raw[i] = (unsigned char)next_rand(&seed);
+		raw[i] = (unsigned char)check_rand(&seed);
 	for (size_t a = 0; a < ALIGNS; a++) {
 		for (size_t len = 0; len <= MAXLEN; len++) {
 			const unsigned char *p = raw + a;
-			uint32_t seedcrc = (uint32_t)next_rand(&seed);
+			uint32_t seedcrc = (uint32_t)check_rand(&seed);
 			uint32_t ref = crc_bitwise(seedcrc, p, len);
 			if (crc32c_sw(seedcrc, p, len) != ref)
 				sw_bad++;
@@ -120,7 +93,7 @@ static void test_incremental(struct tally *t)
 	int bad = 0;
 
 	for (size_t i = 0; i < sizeof buf; i++)
-		buf[i] = (unsigned char)next_rand(&seed);
+		buf[i] = (unsigned char)check_rand(&seed);
 	uint32_t whole = crc32c(0, buf, sizeof buf);
 	for (size_t cut = 0; cut <= sizeof buf; cut++) {
 		if (crc32c(crc32c(0, buf, cut), buf + cut, sizeof buf - cut) != whole)
@@ -174,6 +147,5 @@ int main(void)
 	test_incremental(&t);
 	test_mask(&t);
 	report_speed();
-	printf("%d passed, %d failed\n", t.pass, t.fail);
-	return t.fail == 0 ? 0 : 1;
+	return check_done(&t);
 }

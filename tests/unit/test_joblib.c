@@ -5,6 +5,7 @@
 #include "forkpoint.h"
 #include "frame.h"
 #include "wire.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,23 +19,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-struct tally {
-	int pass;
-	int fail;
-};
-
-static void check(struct tally *t, int ok, const char *what, int line)
-{
-	if (ok) {
-		t->pass++;
-		printf("ok %d - %s\n", t->pass + t->fail, what);
-	} else {
-		t->fail++;
-		printf("not ok %d - %s (line %d)\n", t->pass + t->fail, what, line);
-	}
-}
-#define CHECK(t, cond, what) check((t), (cond) ? 1 : 0, (what), __LINE__)
 
 /* In a job child: report the first failed expectation on stderr and exit 1. */
 #define JOB_EXPECT(cond)                                                              \
@@ -737,9 +721,9 @@ static void test_helper(struct tally *t)
 	char *slash = strrchr(path, '/');
 	strcpy(slash, "/../forkpoint-job");
 	if (access(path, X_OK) != 0) {
-		printf("ok %d - # SKIP forkpoint-job not built next to the tests (%s)\n",
-		       t->pass + t->fail + 1, path);
-		t->pass++;
+		char why[PATH_MAX + 64];
+		snprintf(why, sizeof why, "forkpoint-job not built next to the tests (%s)", path);
+		check_skip(t, why);
 		return;
 	}
 	int sv[2];
@@ -913,6 +897,5 @@ int main(void)
 	test_shared(&t);
 	test_detached(&t);
 	test_helper(&t);
-	printf("%d passed, %d failed\n", t.pass, t.fail);
-	return t.fail ? 1 : 0;
+	return check_done(&t);
 }

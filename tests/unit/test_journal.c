@@ -7,11 +7,11 @@
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "journal.h"
 #include "crc32c.h"
+#include "check.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
@@ -24,59 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
-struct tally {
-	int pass;
-	int fail;
-};
-
-static void check(struct tally *t, int ok, const char *what, int line)
-{
-	if (ok) {
-		t->pass++;
-		printf("ok %d - %s\n", t->pass + t->fail, what);
-	} else {
-		t->fail++;
-		printf("not ok %d - %s (line %d)\n", t->pass + t->fail, what, line);
-	}
-	fflush(stdout);
-}
-#define CHECK(t, cond, what) check((t), (cond) ? 1 : 0, (what), __LINE__)
-
 /* ---- files ------------------------------------------------------------------------------- */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void tmp_state(char *buf, size_t len)
-{
-	const char *base = getenv("TMPDIR");
-	snprintf(buf, len, "%s/fp-journal-XXXXXX", base != NULL && base[0] ? base : "/tmp");
-	if (mkdtemp(buf) == NULL) {
-		perror("mkdtemp");
-		exit(2);
-	}
-}
 
 static void seg_path(char *buf, size_t len, const char *state, uint64_t seq)
 {
@@ -194,16 +142,6 @@ static long total_seg_bytes(const char *state)
 
 /* ---- records: a deterministic generator and an independent encoder ------------------------ */
 
-static uint64_t next_rand(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	*s = x;
-	return x;
-}
-
 #define PAYLOAD_MAX 1024
 
 /* Record `id`: type 1..7, 0..60 bytes, every 13th one 500 bytes longer. */
@@ -214,7 +152,7 @@ static size_t make_record(uint64_t id, uint8_t *type, unsigned char *buf)
 
 	*type = (uint8_t)(1 + id % 7);
 	for (size_t i = 0; i < len; i++)
-		buf[i] = (unsigned char)next_rand(&s);
+		buf[i] = (unsigned char)check_rand(&s);
 	return len;
 }
 
@@ -403,13 +341,6 @@ static int build(const char *state, uint64_t n, uint64_t per, uint64_t seg_bytes
 	return rc;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* ---- tests ------------------------------------------------------------------------------------ */
 
 static void test_round_trip(struct tally *t)
@@ -420,7 +351,7 @@ static void test_round_trip(struct tally *t)
 	struct stat st;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
 	CHECK(t, rc == 0 && j != NULL, "open a fresh state dir for writing");
 	if (rc < 0)
@@ -469,7 +400,7 @@ static void test_round_trip(struct tally *t)
 	j = NULL;
 out:
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_misc_api(struct tally *t)
@@ -479,7 +410,7 @@ static void test_misc_api(struct tally *t)
 	struct journal *j = NULL;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	snprintf(missing, sizeof missing, "%s/nope", state);
 	rc = open_j(missing, 1, 0, &s, &j, err, sizeof err);
 	CHECK(t, rc == 0 && j != NULL && s.got.n == 0, "read-only open of a missing state dir is empty");
@@ -534,7 +465,7 @@ static void test_misc_api(struct tally *t)
 	CHECK(t, s.got.n == 20, "... and replays the journal normally");
 out:
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_group_commit_and_roll(struct tally *t)
@@ -545,7 +476,7 @@ static void test_group_commit_and_roll(struct tally *t)
 	uint64_t lo, hi;
 	int rc, oversize = 0;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = build(state, 20000, 100, 0);
 	CHECK(t, rc == 0, "20000 records in 200 group commits");
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
@@ -553,9 +484,9 @@ static void test_group_commit_and_roll(struct tally *t)
 	      "all 20000 come back in order");
 	journal_close(j);
 	j = NULL;
-	rm_rf(state);
+	check_rm_rf(state);
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = build(state, 3000, 10, 4096);
 	CHECK(t, rc == 0, "3000 records, 4 KiB segments");
 	CHECK(t, count_segments(state) > 5, "the journal rolled over to new segments");
@@ -584,7 +515,7 @@ static void test_group_commit_and_roll(struct tally *t)
 	CHECK(t, rc == 0 && s.got.n == 3005 && got_ids(&s.got, 0, 0, 3005),
 	      "records appended after a reopen follow the old ones");
 	journal_close(j);
-	rm_rf(state);
+	check_rm_rf(state);
 	got_reset(&s.got);
 }
 
@@ -600,7 +531,7 @@ static void test_torn_every_offset(struct tally *t)
 	int bad_open = 0, bad_count = 0, bad_size = 0, bad_side = 0, bad_reopen = 0, bad_ro = 0;
 	int cases = 0, cuts = 0;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	if (build(state, 400, 7, 4096) < 0) {
 		CHECK(t, 0, "build the torn-tail journal");
 		goto out;
@@ -687,7 +618,7 @@ static void test_torn_every_offset(struct tally *t)
 out:
 	free(orig);
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_damage(struct tally *t)
@@ -700,7 +631,7 @@ static void test_damage(struct tally *t)
 	uint64_t lo, hi, nrec_fsck = 0;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	if (build(state, 400, 7, 4096) < 0) {
 		CHECK(t, 0, "build the damage journal");
 		goto out;
@@ -795,7 +726,7 @@ out:
 	free(orig);
 	free(copy);
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 /* Deciding "torn or damaged" must stay fast on big tails and still find big valid records. */
@@ -811,11 +742,11 @@ static void test_big_tails(struct tally *t)
 	int refused = 0, rc;
 
 	for (size_t i = 0; i < big; i++)
-		rnd[i] = (unsigned char)next_rand(&seed);
+		rnd[i] = (unsigned char)check_rand(&seed);
 
 	/* A damaged small record followed by a valid big one is damage, whatever the size. */
 	for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
-		tmp_state(state, sizeof state);
+		check_tmpdir(state, sizeof state, "journal");
 		build(state, 20, 5, 0);
 		rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
 		if (rc == 0) {
@@ -841,14 +772,14 @@ static void test_big_tails(struct tally *t)
 			printf("# valid %zu-byte record after a bad one: rc %d %s\n", sizes[k], rc, err);
 		journal_close(j);
 		j = NULL;
-		rm_rf(state);
+		check_rm_rf(state);
 	}
 	CHECK(t, refused == (int)(sizeof sizes / sizeof *sizes),
 	      "a valid record of 4095 B .. 1 MiB after a bad one is found: refused as damage");
 
 	/* A 16 MiB record torn in the middle: its payload is scanned for records quickly (a
 	 * direct checksum per candidate offset would take many seconds here). */
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	build(state, 20, 5, 0);
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
 	if (rc == 0) {
@@ -861,9 +792,9 @@ static void test_big_tails(struct tally *t)
 	seg_path(path, sizeof path, state, hi);
 	long full = file_size(path);
 	CHECK(t, truncate(path, full - (long)big / 2) == 0, "tear a 16 MiB record in the middle");
-	double t0 = now_s();
+	double t0 = check_now();
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
-	double took = now_s() - t0;
+	double took = check_now() - t0;
 	journal_close(j);
 	j = NULL;
 	printf("# torn 16 MiB record: recovery took %.3f s\n", took);
@@ -878,15 +809,15 @@ static void test_big_tails(struct tally *t)
 		fwrite(rnd, 1, big, f);
 		fclose(f);
 	}
-	t0 = now_s();
+	t0 = check_now();
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
-	took = now_s() - t0;
+	took = check_now() - t0;
 	journal_close(j);
 	j = NULL;
 	printf("# 16 MiB random tail: recovery took %.3f s\n", took);
 	CHECK(t, rc == 0 && s.got.n == 20 && file_size(path) == full && took < 2.0,
 	      "a 16 MiB random tail is cut quickly");
-	rm_rf(state);
+	check_rm_rf(state);
 	free(rnd);
 	got_reset(&s.got);
 }
@@ -900,7 +831,7 @@ static void test_torn_creation(struct tally *t)
 	unsigned char hdr[16];
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	build(state, 50, 10, 0);
 	seg_range(state, &lo, &hi);
 
@@ -933,7 +864,7 @@ static void test_torn_creation(struct tally *t)
 	CHECK(t, rc == 0 && s.got.n == 55 && got_ids(&s.got, 0, 0, 55), "everything replays after it");
 	journal_close(j);
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_fsck(struct tally *t)
@@ -945,7 +876,7 @@ static void test_fsck(struct tally *t)
 	long size;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	snprintf(missing, sizeof missing, "%s/none", state);
 	CHECK(t, journal_fsck(missing, 0, &nrec, err, sizeof err) == 0 && nrec == 0,
 	      "fsck of a state dir without a journal is clean");
@@ -981,7 +912,7 @@ static void test_fsck(struct tally *t)
 	rc = journal_fsck(state, 0, &nrec, err, sizeof err);
 	CHECK(t, rc == 0 && nrec == 298, "fsck is clean afterwards");
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_snapshot(struct tally *t)
@@ -994,7 +925,7 @@ static void test_snapshot(struct tally *t)
 	size_t saved_len[64] = {0};
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	build(state, 300, 10, 4096);
 	seg_range(state, &lo, &hi);
 	CHECK(t, hi - lo >= 3 && hi - lo < 60, "several segments before the snapshot");
@@ -1064,7 +995,7 @@ out:
 	for (int i = 0; i < 64; i++)
 		free(saved[i]);
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 /* A snapshot larger than the spill threshold goes through the temp file in pieces. */
@@ -1077,7 +1008,7 @@ static void test_big_snapshot(struct tally *t)
 	size_t max_pending = 0;
 	int rc, bad = 0;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
 	if (rc < 0 || rec == NULL) {
 		CHECK(t, 0, "open for the big snapshot");
@@ -1101,7 +1032,7 @@ static void test_big_snapshot(struct tally *t)
 out:
 	free(rec);
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_incomplete_snapshot(struct tally *t)
@@ -1115,7 +1046,7 @@ static void test_incomplete_snapshot(struct tally *t)
 	size_t off;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	build(state, 100, 10, 4096);
 	seg_range(state, &lo, &hi);
 
@@ -1199,7 +1130,7 @@ static void test_incomplete_snapshot(struct tally *t)
 	      "a hand-encoded snapshot segment replays alone; markers are not delivered");
 	journal_close(j);
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static void test_lock(struct tally *t)
@@ -1209,7 +1140,7 @@ static void test_lock(struct tally *t)
 	struct journal *j = NULL, *j2 = NULL;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
 	CHECK(t, rc == 0, "first writer opens");
 	if (rc < 0)
@@ -1237,7 +1168,7 @@ static void test_lock(struct tally *t)
 out:
 	got_reset(&s.got);
 	got_reset(&s2.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 /* A write that fails part-way (file size limit) is cut back and retried by the next commit. */
@@ -1251,7 +1182,7 @@ static void test_write_failure(struct tally *t)
 	uint64_t lo, hi;
 	int rc;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = open_j(state, 0, 0, &s, &j, err, sizeof err);
 	if (rc < 0) {
 		CHECK(t, 0, "open for the write failure test");
@@ -1287,7 +1218,7 @@ static void test_write_failure(struct tally *t)
 	journal_close(j);
 out:
 	got_reset(&s.got);
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 /* ---- a reader beside a live writer --------------------------------------------------------- */
@@ -1330,13 +1261,13 @@ static int live_writer(const char *state, double seconds)
 	struct journal_opts o = { .segment_bytes = 4096 };
 	struct journal *j;
 	char err[512];
-	double end = now_s() + seconds;
+	double end = check_now() + seconds;
 	uint64_t v = 0;
 	int commits = 0;
 
 	if (journal_open(state, &o, NULL, NULL, NULL, &j, err, sizeof err) < 0)
 		return 1;
-	while (now_s() < end) {
+	while (check_now() < end) {
 		for (int i = 0; i < 5; i++, v++)
 			if (journal_append(j, 1, &v, sizeof v) < 0)
 				return 1;
@@ -1362,7 +1293,7 @@ static void test_live_reader(struct tally *t)
 	uint64_t most = 0;
 	pid_t pid;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	/* Let the writer create the journal before the first read. */
 	if (build(state, 0, 1, 4096) < 0) {
 		CHECK(t, 0, "create the live journal");
@@ -1372,8 +1303,8 @@ static void test_live_reader(struct tally *t)
 	pid = fork();
 	if (pid == 0)
 		_exit(live_writer(state, 1.5));
-	double end = now_s() + 1.4;
-	while (now_s() < end) {
+	double end = check_now() + 1.4;
+	while (check_now() < end) {
 		struct live_check c = {0};
 		struct journal *j = NULL;
 		int rc = journal_open(state, &o, live_rec, NULL, &c, &j, err, sizeof err);
@@ -1396,7 +1327,7 @@ static void test_live_reader(struct tally *t)
 	CHECK(t, failed == 0, "read-only opens beside a live writer never fail");
 	CHECK(t, broken == 0, "each one sees a consistent prefix (snapshot + contiguous values)");
 out:
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 static int count_only(void *arg, uint8_t type, const void *payload, size_t len, char *err,
@@ -1421,14 +1352,14 @@ static void test_speed(struct tally *t)
 	uint64_t bytes = 0;
 	int rc, bad = 0;
 
-	tmp_state(state, sizeof state);
+	check_tmpdir(state, sizeof state, "journal");
 	rc = journal_open(state, &o, NULL, NULL, NULL, &j, err, sizeof err);
 	if (rc < 0) {
 		CHECK(t, 0, "open for the speed test");
 		goto out;
 	}
 	memset(rec, 0x5a, sizeof rec);
-	double t0 = now_s();
+	double t0 = check_now();
 	for (uint64_t i = 0; i < n; i++) {
 		memcpy(rec, &i, sizeof i);
 		if (journal_append(j, 1, rec, sizeof rec) < 0)
@@ -1436,11 +1367,11 @@ static void test_speed(struct tally *t)
 		if ((i + 1) % 10000 == 0 && journal_commit(j) < 0)
 			bad++;
 	}
-	double t1 = now_s();
+	double t1 = check_now();
 	journal_close(j);
 	j = NULL;
 	rc = journal_open(state, &o, count_only, NULL, &bytes, &j, err, sizeof err);
-	double t2 = now_s();
+	double t2 = check_now();
 	CHECK(t, bad == 0 && rc == 0 && journal_records_replayed(j) == n && bytes == n * 32,
 	      "write and replay a journal of small records");
 	printf("# %" PRIu64 " records of 32 B: written %.0f/s (10000 per commit), replayed %.0f/s\n",
@@ -1449,7 +1380,7 @@ static void test_speed(struct tally *t)
 		CHECK(t, (double)n / (t2 - t1) > 1e6, "replay runs at more than 1 M records/s");
 	journal_close(j);
 out:
-	rm_rf(state);
+	check_rm_rf(state);
 }
 
 int main(void)
@@ -1471,6 +1402,5 @@ int main(void)
 	test_write_failure(&t);
 	test_live_reader(&t);
 	test_speed(&t);
-	printf("%d passed, %d failed\n", t.pass, t.fail);
-	return t.fail == 0 ? 0 : 1;
+	return check_done(&t);
 }

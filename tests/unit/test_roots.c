@@ -5,72 +5,19 @@
  * twice: with openat2 and with the component walk used where openat2 is missing.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "roots.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct tally {
-	int pass;
-	int fail;
-};
-
-static void check(struct tally *t, int ok, const char *what, int line)
-{
-	if (ok) {
-		t->pass++;
-		printf("ok %d - %s\n", t->pass + t->fail, what);
-	} else {
-		t->fail++;
-		printf("not ok %d - %s (line %d)\n", t->pass + t->fail, what, line);
-	}
-	fflush(stdout);
-}
-#define CHECK(t, cond, what) check((t), (cond) ? 1 : 0, (what), __LINE__)
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 static void put(const char *path, const char *text)
 {
-	FILE *f = fopen(path, "w");
-	if (!f) {
-		perror(path);
-		exit(2);
-	}
-	fputs(text, f);
-	fclose(f);
-}
-
-static void mk(const char *path)
-{
-	if (mkdir(path, 0700) < 0 && errno != EEXIST) {
-		perror(path);
-		exit(2);
-	}
-}
-
-static void ln_s(const char *target, const char *path)
-{
-	if (symlink(target, path) < 0) {
-		perror(path);
-		exit(2);
-	}
+	check_put(path, text, strlen(text));
 }
 
 struct env {
@@ -81,45 +28,37 @@ struct env {
 static void build(struct env *e)
 {
 	char p[1024], q[1024];
-	const char *base = getenv("TMPDIR");
-	snprintf(e->top, sizeof e->top, "%s/fp-roots-XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(e->top)) {
-		perror("mkdtemp");
-		exit(2);
-	}
+	check_tmpdir(e->top, sizeof e->top, "roots");
 	snprintf(e->root, sizeof e->root, "%s/root", e->top);
 	snprintf(e->out, sizeof e->out, "%s/outside", e->top);
-	mk(e->root);
-	mk(e->out);
+	check_mkdir(e->root);
+	check_mkdir(e->out);
 	snprintf(p, sizeof p, "%s/secret", e->out); put(p, "SECRET\n");
-	snprintf(p, sizeof p, "%s/a/b/c", e->out); mk(e->out); snprintf(q, sizeof q, "%s/a", e->out); mk(q);
-	snprintf(q, sizeof q, "%s/a/b", e->out); mk(q); mk(p);
+	snprintf(p, sizeof p, "%s/a/b/c", e->out); check_mkdir(e->out); snprintf(q, sizeof q, "%s/a", e->out); check_mkdir(q);
+	snprintf(q, sizeof q, "%s/a/b", e->out); check_mkdir(q); check_mkdir(p);
 	snprintf(p, sizeof p, "%s/a/b/c/file", e->out); put(p, "OUTSIDE\n");
 	snprintf(p, sizeof p, "%s/a.txt", e->root); put(p, "A\n");
-	snprintf(p, sizeof p, "%s/sub", e->root); mk(p);
+	snprintf(p, sizeof p, "%s/sub", e->root); check_mkdir(p);
 	snprintf(p, sizeof p, "%s/sub/b.txt", e->root); put(p, "B\n");
-	snprintf(p, sizeof p, "%s/a", e->root); mk(p);
-	snprintf(p, sizeof p, "%s/a/b", e->root); mk(p);
-	snprintf(p, sizeof p, "%s/a/b/c", e->root); mk(p);
+	snprintf(p, sizeof p, "%s/a", e->root); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/a/b", e->root); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/a/b/c", e->root); check_mkdir(p);
 	snprintf(p, sizeof p, "%s/a/b/c/file", e->root); put(p, "INSIDE\n");
-	snprintf(p, sizeof p, "%s/link_out", e->root); snprintf(q, sizeof q, "%s/secret", e->out); ln_s(q, p);
-	snprintf(p, sizeof p, "%s/link_rel_out", e->root); ln_s("../outside/secret", p);
-	snprintf(p, sizeof p, "%s/link_in", e->root); ln_s("a.txt", p);
-	snprintf(p, sizeof p, "%s/dirlink", e->root); ln_s(e->out, p);
-	snprintf(p, sizeof p, "%s/sub/deeplink", e->root); ln_s("../../outside", p);
-	snprintf(p, sizeof p, "%s/proclink", e->root); ln_s("/proc/self/root", p);
+	snprintf(p, sizeof p, "%s/link_out", e->root); snprintf(q, sizeof q, "%s/secret", e->out); check_symlink(q, p);
+	snprintf(p, sizeof p, "%s/link_rel_out", e->root); check_symlink("../outside/secret", p);
+	snprintf(p, sizeof p, "%s/link_in", e->root); check_symlink("a.txt", p);
+	snprintf(p, sizeof p, "%s/dirlink", e->root); check_symlink(e->out, p);
+	snprintf(p, sizeof p, "%s/sub/deeplink", e->root); check_symlink("../../outside", p);
+	snprintf(p, sizeof p, "%s/proclink", e->root); check_symlink("/proc/self/root", p);
 	snprintf(p, sizeof p, "%s/hardlink", e->root); snprintf(q, sizeof q, "%s/secret", e->out);
-	if (link(q, p) < 0) {
-		perror("link");
-		exit(2);
-	}
+	check_link(q, p);
 	snprintf(p, sizeof p, "%s/fifo", e->root);
 	if (mkfifo(p, 0600) < 0) {
 		perror("mkfifo");
 		exit(2);
 	}
-	snprintf(p, sizeof p, "%s/work", e->root); mk(p);
-	snprintf(p, sizeof p, "%s/rootx", e->top); mk(p);
+	snprintf(p, sizeof p, "%s/work", e->root); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/rootx", e->top); check_mkdir(p);
 	snprintf(p, sizeof p, "%s/rootx/file", e->top); put(p, "LOOKALIKE\n");
 }
 
@@ -240,7 +179,7 @@ static void run(struct tally *t, struct env *e, unsigned rflags, const char *mod
 	snprintf(wk2, sizeof wk2, "%s/work.moved", e->root);
 	snprintf(ox, sizeof ox, "%s/x.txt", e->out);
 	rename(wk, wk2);
-	ln_s(e->out, wk);
+	check_symlink(e->out, wk);
 	int f = openat(d, "x.txt", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	CHECK(t, f >= 0, W("file created through the held descriptor"));
 	if (f >= 0)
@@ -271,7 +210,7 @@ static void run(struct tally *t, struct env *e, unsigned rflags, const char *mod
 	CHECK(t, read_is(r, p, "B\n"), W("and the file opens through it"));
 	roots_free(r);
 	snprintf(rl, sizeof rl, "%s/rootlink", e->top);
-	ln_s(e->root, rl);
+	check_symlink(e->root, rl);
 	char *viasym[1] = { rl };
 	CHECK(t, roots_new(viasym, 1, rflags, &r) == 0, W("root configured through a symlink"));
 	snprintf(p, sizeof p, "%s/a.txt", rl);
@@ -310,7 +249,6 @@ int main(void)
 	build(&e);
 	run(&t, &e, 0, "openat2");
 	run(&t, &e, ROOTS_WALK, "walk");
-	rm_rf(e.top);
-	printf("%d passed, %d failed\n", t.pass, t.fail);
-	return t.fail ? 1 : 0;
+	check_rm_rf(e.top);
+	return check_done(&t);
 }

@@ -8,9 +8,9 @@
 #include "sandbox_landlock.h"
 #include "sandbox_seccomp.h"
 #include "spawn.h"
+#include "check.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -31,22 +31,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-struct tally {
-	int passed;
-	int failed;
-};
-
-#define CHECK(t, cond, ...) do {                                              \
-		if (cond) {                                                       \
-			(t)->passed++;                                            \
-		} else {                                                          \
-			(t)->failed++;                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
 
 static void skip(const char *what, const char *why)
 {
@@ -142,15 +126,15 @@ static void test_seccomp(struct tally *t)
 	char err[256] = "";
 	struct sc_variant v = { .policy = SC_DEFAULT, .pidns = 1 };
 	int rc = sc_build(&v, &def, err, sizeof err);
-	CHECK(t, rc == 0, "default filter: %s", err);
+	CHECKF(t, rc == 0, "default filter: %s", err);
 	v.network = 1;
-	CHECK(t, sc_build(&v, &net, err, sizeof err) == 0, "network filter: %s", err);
+	CHECKF(t, sc_build(&v, &net, err, sizeof err) == 0, "network filter: %s", err);
 	v.network = 0;
 	v.pidns = 0;
 	v.supervisor = getpid();
-	CHECK(t, sc_build(&v, &nopid, err, sizeof err) == 0, "no-pidns filter: %s", err);
+	CHECKF(t, sc_build(&v, &nopid, err, sizeof err) == 0, "no-pidns filter: %s", err);
 	v.policy = SC_STRICT;
-	CHECK(t, sc_build(&v, &strict, err, sizeof err) == 0, "strict filter: %s", err);
+	CHECKF(t, sc_build(&v, &strict, err, sizeof err) == 0, "strict filter: %s", err);
 	if (rc < 0)
 		return;
 	if (EXITED_WITH(in_filter(&def, P_GETPID), 2)) {
@@ -158,25 +142,25 @@ static void test_seccomp(struct tally *t)
 		goto out;
 	}
 
-	CHECK(t, EXITED_WITH(in_filter(&def, P_GETPID), 0), "default: getpid allowed");
-	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_UNSHARE)), "default: unshare kills");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_INET), 10 + EAFNOSUPPORT), "default: AF_INET refused");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_UNIX), 0), "default: AF_UNIX allowed");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_CLONE3), 10 + ENOSYS), "default: clone3 is ENOSYS");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_KILL_ALL), 10 + EPERM), "default: kill(-1) refused");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_FORK), 0), "default: fork allowed (clone fallback)");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_THREAD), 0), "default: threads allowed");
-	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_PTRACE)), "default: ptrace kills");
-	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_TIOCSTI)), "default: TIOCSTI kills");
-	CHECK(t, KILLED_BY_SYS(in_filter(&def, P_IO_URING)), "default: io_uring kills");
-	CHECK(t, EXITED_WITH(in_filter(&def, P_KILL_PARENT), 0), "default (pidns): kill(parent, 0) allowed");
-	CHECK(t, EXITED_WITH(in_filter(&net, P_INET), 0), "network: AF_INET allowed");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_GETPID), 0), "default: getpid allowed");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&def, P_UNSHARE)), "default: unshare kills");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_INET), 10 + EAFNOSUPPORT), "default: AF_INET refused");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_UNIX), 0), "default: AF_UNIX allowed");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_CLONE3), 10 + ENOSYS), "default: clone3 is ENOSYS");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_KILL_ALL), 10 + EPERM), "default: kill(-1) refused");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_FORK), 0), "default: fork allowed (clone fallback)");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_THREAD), 0), "default: threads allowed");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&def, P_PTRACE)), "default: ptrace kills");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&def, P_TIOCSTI)), "default: TIOCSTI kills");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&def, P_IO_URING)), "default: io_uring kills");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_KILL_PARENT), 0), "default (pidns): kill(parent, 0) allowed");
+	CHECKF(t, EXITED_WITH(in_filter(&net, P_INET), 0), "network: AF_INET allowed");
 	/* The no-PID-namespace variant knows the supervisor's pid: here, the test process. */
-	CHECK(t, KILLED_BY_SYS(in_filter(&nopid, P_KILL_PARENT)), "no pidns: signalling the supervisor kills");
-	CHECK(t, EXITED_WITH(in_filter(&strict, P_GETPID), 0), "strict: getpid allowed");
-	CHECK(t, EXITED_WITH(in_filter(&strict, P_THREAD), 0), "strict: threads allowed");
-	CHECK(t, KILLED_BY_SYS(in_filter(&strict, P_FORK)), "strict: fork kills");
-	CHECK(t, KILLED_BY_SYS(in_filter(&strict, P_UNIX)), "strict: sockets kill");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&nopid, P_KILL_PARENT)), "no pidns: signalling the supervisor kills");
+	CHECKF(t, EXITED_WITH(in_filter(&strict, P_GETPID), 0), "strict: getpid allowed");
+	CHECKF(t, EXITED_WITH(in_filter(&strict, P_THREAD), 0), "strict: threads allowed");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&strict, P_FORK)), "strict: fork kills");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&strict, P_UNIX)), "strict: sockets kill");
 out:
 	sc_free(&def);
 	sc_free(&net);
@@ -207,7 +191,7 @@ static void test_landlock(struct tally *t, const char *scratch)
 	socklen_t al = sizeof a;
 	if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 1) < 0 ||
 	    getsockname(ls, (struct sockaddr *)&a, &al) < 0) {
-		CHECK(t, 0, "listener: %s", strerror(errno));
+		CHECKF(t, 0, "listener: %s", strerror(errno));
 		return;
 	}
 	fflush(NULL);
@@ -236,7 +220,7 @@ static void test_landlock(struct tally *t, const char *scratch)
 	int st = 0;
 	waitpid(c, &st, 0);
 	close(ls);
-	CHECK(t, EXITED_WITH(st, 0), "landlock child exited %d (2 apply, 3 inside, 4 outside, 5 tcp, 6 signal)",
+	CHECKF(t, EXITED_WITH(st, 0), "landlock child exited %d (2 apply, 3 inside, 4 outside, 5 tcp, 6 signal)",
 	      WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
 }
 
@@ -258,84 +242,57 @@ static void test_plan(struct tally *t, struct sandbox *sb, const char *work)
 	char err[512] = "";
 
 	int rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
-	CHECK(t, rc == 0, "default plan: %s", err);
+	CHECKF(t, rc == 0, "default plan: %s", err);
 	if (rc == 0) {
 		const char *j = sandbox_job_json(sj);
-		CHECK(t, strstr(j, "\"profile\":\"default\"") && strstr(j, "\"rlimits\":true") &&
+		CHECKF(t, strstr(j, "\"profile\":\"default\"") && strstr(j, "\"rlimits\":true") &&
 		         strstr(j, "\"degraded\":"), "record: %s", j);
-		CHECK(t, !sandbox_job_trusted(sj), "default is not trusted");
+		CHECKF(t, !sandbox_job_trusted(sj), "default is not trusted");
 		struct sandbox_verdict v;
 		sandbox_job_verdict(sj, 1, 0, 0, &v);
-		CHECK(t, v.code == NULL, "exit 0: no verdict");
+		CHECKF(t, v.code == NULL, "exit 0: no verdict");
 		sandbox_job_verdict(sj, 1, 1, 0, &v);
-		CHECK(t, v.code == NULL, "exit 1: no verdict");
+		CHECKF(t, v.code == NULL, "exit 1: no verdict");
 		sandbox_job_verdict(sj, 0, SIGXCPU, 0, &v);
-		CHECK(t, v.code && !strcmp(v.code, "resource_limit") && !strcmp(v.limit, "cpuSeconds") &&
+		CHECKF(t, v.code && !strcmp(v.code, "resource_limit") && !strcmp(v.limit, "cpuSeconds") &&
 		         v.value == SB_DEFAULT_CPU_SECONDS, "SIGXCPU: cpuSeconds");
 		sandbox_job_verdict(sj, 0, SIGKILL, (long long)SB_DEFAULT_CPU_SECONDS * 1000 + 5, &v);
-		CHECK(t, v.code && !strcmp(v.limit, "cpuSeconds"), "SIGKILL past the CPU limit: cpuSeconds");
+		CHECKF(t, v.code && !strcmp(v.limit, "cpuSeconds"), "SIGKILL past the CPU limit: cpuSeconds");
 		sandbox_job_verdict(sj, 0, SIGKILL, 10, &v);
-		CHECK(t, v.code == NULL, "SIGKILL early: no verdict");
+		CHECKF(t, v.code == NULL, "SIGKILL early: no verdict");
 		sandbox_job_verdict(sj, 0, SIGXFSZ, 0, &v);
-		CHECK(t, v.code && !strcmp(v.limit, "maxFileMB"), "SIGXFSZ: maxFileMB");
+		CHECKF(t, v.code && !strcmp(v.limit, "maxFileMB"), "SIGXFSZ: maxFileMB");
 		sandbox_job_verdict(sj, 0, SIGSYS, 0, &v);
 		if (strstr(j, "\"seccomp\":\"none\""))
-			CHECK(t, v.code == NULL, "SIGSYS without a filter: no verdict");
+			CHECKF(t, v.code == NULL, "SIGSYS without a filter: no verdict");
 		else
-			CHECK(t, v.code && !strcmp(v.code, "sandbox_violation"), "SIGSYS: sandbox_violation");
+			CHECKF(t, v.code && !strcmp(v.code, "sandbox_violation"), "SIGSYS: sandbox_violation");
 		sandbox_job_free(sj);
 	}
 
 	c = cfg_of("none");
 	char *req[] = { "seccomp" };
 	rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
-	CHECK(t, rc == 0 && sandbox_job_trusted(sj) && strstr(sandbox_job_json(sj), "\"profile\":\"none\""),
+	CHECKF(t, rc == 0 && sandbox_job_trusted(sj) && strstr(sandbox_job_json(sj), "\"profile\":\"none\""),
 	      "none plan: %d %s", rc, err);
 	if (rc == 0)
 		sandbox_job_free(sj);
 	c.require = req;
 	c.n_require = 1;
 	rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
-	CHECK(t, rc == -ENOTSUP && strstr(err, "seccomp"), "none + require seccomp: %d %s", rc, err);
+	CHECKF(t, rc == -ENOTSUP && strstr(err, "seccomp"), "none + require seccomp: %d %s", rc, err);
 
 	c = cfg_of("strict");
 	p.program = "/nonexistent/program";
 	rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
-	CHECK(t, rc == -ENOENT && strstr(err, "/nonexistent/program"), "missing program: %d %s", rc, err);
+	CHECKF(t, rc == -ENOENT && strstr(err, "/nonexistent/program"), "missing program: %d %s", rc, err);
 
 	char *report = sandbox_host_report(sb);
-	CHECK(t, report && strstr(report, "landlock:") && strstr(report, "seccomp:"), "host report");
+	CHECKF(t, report && strstr(report, "landlock:") && strstr(report, "seccomp:"), "host report");
 	free(report);
 }
 
 /* ---- spawning into it -------------------------------------------------------------------- */
-
-static int marked(const char *mark)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	int n = 0;
-	while (d && (e = readdir(d))) {
-		char p[300], buf[1024];
-		if (e->d_name[0] < '0' || e->d_name[0] > '9')
-			continue;
-		snprintf(p, sizeof p, "/proc/%s/cmdline", e->d_name);
-		int fd = open(p, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		ssize_t len = read(fd, buf, sizeof buf - 1);
-		close(fd);
-		for (ssize_t i = 0; i < len; i++)
-			if (!buf[i])
-				buf[i] = ' ';
-		buf[len > 0 ? len : 0] = 0;
-		if (len > 0 && strstr(buf, mark))
-			n++;
-	}
-	if (d)
-		closedir(d);
-	return n;
-}
 
 /* Spawn /bin/sh -c script under the default profile; 0 and *proc, or -errno. */
 static int spawn_sh(struct sandbox *sb, const char *work, const char *script, struct sandbox_job **sj,
@@ -390,15 +347,15 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 	struct spawn_req r = { .argv = argv, .envp = envp, .fd_stdin = dn, .fd_out = dn, .fd_sock = dn };
 	int rc = spawn_start(&r, &proc, err, sizeof err);
 	close(dn);
-	CHECK(t, rc == -ENOENT && strstr(err, "exec"), "exec failure: %d %s", rc, err);
+	CHECKF(t, rc == -ENOENT && strstr(err, "exec"), "exec failure: %d %s", rc, err);
 
 	rc = spawn_sh(sb, work, "exit 3", &sj, &proc, err, sizeof err);
-	CHECK(t, rc == 0, "spawn: %s", err);
+	CHECKF(t, rc == 0, "spawn: %s", err);
 	if (rc < 0)
 		return;
 	int pidns = sandbox_job_pidns(sj);
 	wait_proc(&proc, &st);
-	CHECK(t, st.exited && st.status == 3, "exit status through the sandbox: %d %d", st.exited, st.status);
+	CHECKF(t, st.exited && st.status == 3, "exit status through the sandbox: %d %d", st.exited, st.status);
 	sandbox_job_free(sj);
 
 	/* What the job sees: its work dir writable; the scratch folder's secret and the shadow
@@ -413,10 +370,10 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 	         "cat /etc/shadow >/dev/null 2>&1 && exit 12; echo y > /usr/probe 2>/dev/null && exit 13; "
 	         "exit 0", work, secret);
 	rc = spawn_sh(sb, work, script, &sj, &proc, err, sizeof err);
-	CHECK(t, rc == 0, "spawn: %s", err);
+	CHECKF(t, rc == 0, "spawn: %s", err);
 	if (rc == 0) {
 		wait_proc(&proc, &st);
-		CHECK(t, st.exited && st.status == 0, "visibility: status %d (10 work, 11 secret, 12 shadow, 13 /usr)",
+		CHECKF(t, st.exited && st.status == 0, "visibility: status %d (10 work, 11 secret, 12 shadow, 13 /usr)",
 		      st.status);
 		sandbox_job_free(sj);
 	}
@@ -430,45 +387,35 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 	snprintf(mark, sizeof mark, "1000.%06ld", (long)getpid() % 1000000);
 	snprintf(script, sizeof script, "setsid sleep %s & sleep %s", mark, mark);
 	rc = spawn_sh(sb, work, script, &sj, &proc, err, sizeof err);
-	CHECK(t, rc == 0, "spawn: %s", err);
+	CHECKF(t, rc == 0, "spawn: %s", err);
 	if (rc < 0)
 		return;
 	/* The shell carries the mark in its script too: 3 processes in all. */
-	for (int i = 0; i < 200 && marked(mark) < 3; i++) {
+	for (int i = 0; i < 200 && check_count_procs(mark) < 3; i++) {
 		struct timespec ms = { 0, 10000000 };
 		nanosleep(&ms, NULL);
 	}
-	CHECK(t, marked(mark) == 3, "the shell and both sleepers run: %d", marked(mark));
+	CHECKF(t, check_count_procs(mark) == 3, "the shell and both sleepers run: %d", check_count_procs(mark));
 	syscall(SYS_pidfd_send_signal, proc.pidfd, SIGKILL, NULL, 0);
 	int have = wait_proc(&proc, &st);
-	CHECK(t, !have && !st.exited && st.status == SIGKILL, "killed init: no job report, SIGKILL");
+	CHECKF(t, !have && !st.exited && st.status == SIGKILL, "killed init: no job report, SIGKILL");
 	int left = 1;
-	for (int i = 0; i < 200 && (left = marked(mark)) > 0; i++) {
+	for (int i = 0; i < 200 && (left = check_count_procs(mark)) > 0; i++) {
 		struct timespec ms = { 0, 10000000 };
 		nanosleep(&ms, NULL);
 	}
-	CHECK(t, left == 0, "%d sleepers outlived the kill", left);
+	CHECKF(t, left == 0, "%d sleepers outlived the kill", left);
 	sandbox_job_free(sj);
-}
-
-static int rm_rf(const char *path)
-{
-	char cmd[PATH_MAX + 16];
-	snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
-	return system(cmd);
 }
 
 int main(void)
 {
 	struct tally t = { 0, 0 };
-	char scratch[] = "/tmp/fp-test-sandbox-XXXXXX", work[PATH_MAX];
+	char scratch[512], work[PATH_MAX];
 	struct sandbox *sb = NULL;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (!mkdtemp(scratch)) {
-		fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
-		return 2;
-	}
+	check_tmpdir(scratch, sizeof scratch, "test-sandbox");
 	snprintf(work, sizeof work, "%s/state/tasks/unit/work", scratch);
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof cmd, "mkdir -p '%s'", work);
@@ -477,13 +424,12 @@ int main(void)
 
 	test_seccomp(&t);
 	test_landlock(&t, scratch);
-	CHECK(&t, sandbox_new(&sb) == 0, "sandbox_new");
+	CHECKF(&t, sandbox_new(&sb) == 0, "sandbox_new");
 	if (sb) {
 		test_plan(&t, sb, work);
 		test_spawn(&t, sb, scratch, work);
 		sandbox_free(sb);
 	}
-	rm_rf(scratch);
-	printf("%d passed, %d failed\n", t.passed, t.failed);
-	return t.failed ? 1 : 0;
+	check_rm_rf(scratch);
+	return check_done(&t);
 }

@@ -2,27 +2,12 @@
  * refusing everything else by name, and schema_validate() with exact messages, field paths and
  * defaults.  Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "schema.h"
+#include "check.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct tally {
-	int passed;
-	int failed;
-};
-
-#define CHECK(t, cond, ...) do {                                              \
-		if (cond) {                                                       \
-			(t)->passed++;                                            \
-		} else {                                                          \
-			(t)->failed++;                                            \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-			fprintf(stderr, __VA_ARGS__);                             \
-			fputc('\n', stderr);                                      \
-		}                                                                 \
-	} while (0)
 
 static cJSON *parse(const char *text)
 {
@@ -41,7 +26,7 @@ static void check_ok(struct tally *t, int line, const char *schema)
 	char err[512] = "";
 	cJSON *s = parse(schema);
 	int rc = schema_check(s, err, sizeof err);
-	CHECK(t, rc == 0, "line %d: schema_check(%s) = %d (%s), want 0", line, schema, rc, err);
+	CHECKF(t, rc == 0, "line %d: schema_check(%s) = %d (%s), want 0", line, schema, rc, err);
 	cJSON_Delete(s);
 }
 
@@ -50,7 +35,7 @@ static void check_err(struct tally *t, int line, const char *schema, const char 
 	char err[512] = "";
 	cJSON *s = parse(schema);
 	int rc = schema_check(s, err, sizeof err);
-	CHECK(t, rc == -1 && strcmp(err, want) == 0,
+	CHECKF(t, rc == -1 && strcmp(err, want) == 0,
 	      "line %d: schema_check(%s) = %d \"%s\", want -1 \"%s\"", line, schema, rc, err, want);
 	cJSON_Delete(s);
 }
@@ -135,7 +120,7 @@ static void test_check(struct tally *t)
 	cJSON *s = parse(deep);
 	char err[2048] = "";
 	int rc = schema_check(s, err, sizeof err);
-	CHECK(t, rc == -1 && strstr(err, "schema nested more than 64 levels deep") &&
+	CHECKF(t, rc == -1 && strstr(err, "schema nested more than 64 levels deep") &&
 	      strncmp(err, "items.items.", 12) == 0, "deep schema: %d %s", rc, err);
 	cJSON_Delete(s);
 
@@ -143,7 +128,7 @@ static void test_check(struct tally *t)
 	s = parse("{\"properties\":{\"x\":{\"pattern\":\"a\"}}}");
 	char small[8];
 	rc = schema_check(s, small, sizeof small);
-	CHECK(t, rc == -1 && strcmp(small, "propert") == 0, "truncated error: %d \"%s\"", rc, small);
+	CHECKF(t, rc == -1 && strcmp(small, "propert") == 0, "truncated error: %d \"%s\"", rc, small);
 	cJSON_Delete(s);
 }
 
@@ -155,10 +140,10 @@ static void valid(struct tally *t, int line, const char *schema, const char *val
 	char err[512] = "x", field[128] = "x";
 	cJSON *s = parse(schema), *v = parse(value), *w = parse(want ? want : value);
 	int rc = schema_check(s, err, sizeof err);
-	CHECK(t, rc == 0, "line %d: schema_check: %s", line, err);
+	CHECKF(t, rc == 0, "line %d: schema_check: %s", line, err);
 	rc = schema_validate(s, v, err, sizeof err, field, sizeof field);
 	char *got = cJSON_PrintUnformatted(v);
-	CHECK(t, rc == 0 && cJSON_Compare(v, w, 1) && field[0] == '\0',
+	CHECKF(t, rc == 0 && cJSON_Compare(v, w, 1) && field[0] == '\0',
 	      "line %d: validate(%s) = %d \"%s\" [%s], value %s", line, value, rc, err, field, got);
 	free(got);
 	cJSON_Delete(s);
@@ -172,9 +157,9 @@ static void invalid(struct tally *t, int line, const char *schema, const char *v
 	char err[512] = "", field[128] = "x";
 	cJSON *s = parse(schema), *v = parse(value);
 	int rc = schema_check(s, err, sizeof err);
-	CHECK(t, rc == 0, "line %d: schema_check: %s", line, err);
+	CHECKF(t, rc == 0, "line %d: schema_check: %s", line, err);
 	rc = schema_validate(s, v, err, sizeof err, field, sizeof field);
-	CHECK(t, rc == -1 && strcmp(err, want_err) == 0 && strcmp(field, want_field) == 0,
+	CHECKF(t, rc == -1 && strcmp(err, want_err) == 0 && strcmp(field, want_field) == 0,
 	      "line %d: validate(%s) = %d \"%s\" [%s], want \"%s\" [%s]",
 	      line, value, rc, err, field, want_err, want_field);
 	cJSON_Delete(s);
@@ -230,7 +215,7 @@ static void test_numbers(struct tally *t)
 	cJSON_AddItemToObject(v, "x", cJSON_CreateNumber(NAN));
 	char err[128], field[64];
 	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
-	CHECK(t, rc == -1 && strcmp(err, "x: must be a finite number") == 0, "NaN: %d %s", rc, err);
+	CHECKF(t, rc == -1 && strcmp(err, "x: must be a finite number") == 0, "NaN: %d %s", rc, err);
 	cJSON_Delete(sc);
 	cJSON_Delete(v);
 }
@@ -331,13 +316,13 @@ static void test_defaults(struct tally *t)
 	char err[256], field[64];
 	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
 	cJSON *tags = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(v, "style"), "font");
-	CHECK(t, rc == 0 && tags, "defaults into {}: %d %s", rc, err);
+	CHECKF(t, rc == 0 && tags, "defaults into {}: %d %s", rc, err);
 	if (tags)
 		cJSON_SetValuestring(tags, "mono");
 	cJSON *v2 = parse("{}");
 	rc = schema_validate(sc, v2, err, sizeof err, field, sizeof field);
 	char *txt = cJSON_PrintUnformatted(v2);
-	CHECK(t, rc == 0 && strstr(txt, "\"serif\""), "schema default changed: %s", txt);
+	CHECKF(t, rc == 0 && strstr(txt, "\"serif\""), "schema default changed: %s", txt);
 	free(txt);
 	cJSON_Delete(v);
 	cJSON_Delete(v2);
@@ -376,7 +361,7 @@ static void test_depth(struct tally *t)
 	}
 	char err[2048], field[1024];
 	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
-	CHECK(t, rc == -1 && strstr(err, "nested more than 64 levels deep"), "deep validate: %d %s", rc, err);
+	CHECKF(t, rc == -1 && strstr(err, "nested more than 64 levels deep"), "deep validate: %d %s", rc, err);
 	cJSON_Delete(sc);
 	cJSON_Delete(v);
 }
@@ -404,14 +389,14 @@ static void test_message_hygiene(struct tally *t)
 	snprintf(schema, sizeof schema, P("\"m\":{\"enum\":[\"%s\"]}"), long_e);
 	cJSON *sc = parse(schema), *v = parse("{\"m\":1}");
 	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
-	CHECK(t, rc == -1 && strstr(err, "...") && valid_utf8(err), "clipped enum: %s", err);
+	CHECKF(t, rc == -1 && strstr(err, "...") && valid_utf8(err), "clipped enum: %s", err);
 	cJSON_Delete(v);
 	cJSON_Delete(sc);
 	sc = parse("{\"type\":\"object\",\"additionalProperties\":false}");
 	v = parse("{\"\xc3\xa9\xc3\xa9\":1}");
 	char small[6];
 	rc = schema_validate(sc, v, small, sizeof small, field, 4);
-	CHECK(t, rc == -1 && strcmp(field, "\xc3\xa9") == 0 && valid_utf8(small), "small field: [%s]", field);
+	CHECKF(t, rc == -1 && strcmp(field, "\xc3\xa9") == 0 && valid_utf8(small), "small field: [%s]", field);
 	cJSON_Delete(v);
 	cJSON_Delete(sc);
 
@@ -432,6 +417,5 @@ int main(void)
 	test_defaults(&t);
 	test_depth(&t);
 	test_message_hygiene(&t);
-	printf("%d passed, %d failed\n", t.passed, t.failed);
-	return t.failed ? 1 : 0;
+	return check_done(&t);
 }

@@ -16,7 +16,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,69 +30,7 @@
 #include "resources.h"
 #include "tasks.h"
 
-struct tally {
-	int pass;
-	int fail;
-};
-
-static void check(struct tally *t, int ok, const char *what, int line)
-{
-	if (ok) {
-		t->pass++;
-		printf("ok %d - %s\n", t->pass + t->fail, what);
-	} else {
-		t->fail++;
-		printf("not ok %d - %s (line %d)\n", t->pass + t->fail, what, line);
-	}
-	fflush(stdout);
-}
-#define CHECK(t, cond, what) check((t), (cond) ? 1 : 0, (what), __LINE__)
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	chmod(path, 0700);
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
-
-static void mk(const char *path)
-{
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
-		die(path);
-}
-
-static void put(const char *path, const void *data, size_t n)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (fd < 0 || write(fd, data, n) != (ssize_t)n)
-		die(path);
-	close(fd);
-}
-
-static void ln_s(const char *target, const char *path)
-{
-	if (symlink(target, path) < 0)
-		die(path);
-}
-
-static void ln(const char *target, const char *path)
-{
-	if (link(target, path) < 0)
-		die(path);
-}
+#include "check.h"
 
 static unsigned char *slurp(const char *path, size_t *n)
 {
@@ -110,13 +47,6 @@ static unsigned char *slurp(const char *path, size_t *n)
 	close(fd);
 	*n = r > 0 ? (size_t)r : 0;
 	return b;
-}
-
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ---- a supervisor built by hand ------------------------------------------------------------- */
@@ -146,7 +76,7 @@ static void sv_start(struct sv *v, const struct env *e)
 	v->s.tasks = tasks_new(&v->s);
 	v->s.transfers = transfers_new(&v->s);
 	if (!v->s.loop || !v->s.tasks || !v->s.transfers)
-		die("setup");
+		check_die("setup");
 	if (persist_open(&v->s, 0, &v->s.persist, err, sizeof err) < 0) {
 		fprintf(stderr, "persist_open: %s\n", err);
 		exit(2);
@@ -184,13 +114,13 @@ static cJSON *call_nocommit(struct sv *v, const char *name, cJSON *args, int *is
 	cJSON *r = transfer_call(v->s.transfers, name, schema_of(v, name), args);
 	cJSON_Delete(args);
 	if (!r)
-		die("transfer_call returned NULL");
+		check_die("transfer_call returned NULL");
 	cJSON *sc = cJSON_DetachItemFromObject(r, "structuredContent");
 	const cJSON *content = cJSON_GetObjectItem(r, "content");
 	const cJSON *text = cJSON_GetObjectItem(cJSON_GetArrayItem(content, 0), "text");
 	cJSON *again = text ? cJSON_Parse(text->valuestring) : NULL;
 	if (!again || !cJSON_Compare(again, sc, 1))
-		die("text block differs from structuredContent");
+		check_die("text block differs from structuredContent");
 	cJSON_Delete(again);
 	*is_error = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
 	cJSON_Delete(r);
@@ -201,7 +131,7 @@ static cJSON *call(struct sv *v, const char *name, cJSON *args, int *is_error)
 {
 	cJSON *sc = call_nocommit(v, name, args, is_error);
 	if (persist_commit(v->s.persist) < 0)
-		die("persist_commit");
+		check_die("persist_commit");
 	return sc;
 }
 
@@ -332,7 +262,7 @@ static void t_upload_basics(struct tally *t, struct env *e)
 	CHECK(t, strcmp(code_of(sc), "not_found") == 0, "... with not_found");
 	cJSON_Delete(sc);
 	snprintf(p, sizeof p, "%s/up", e->root);
-	mk(p);
+	check_mkdir(p);
 	CHECK(t, open_upload(&v, "up/basic.bin", (long long)N, sha, h, &sc) == 0, "upload opens");
 	CHECK(t, strlen(h) == 32, "handle is 32 hex digits");
 	CHECK(t, num(sc, "chunkSize") == 262144 && num(sc, "nextOffset") == 0, "chunkSize 256 KiB, nextOffset 0");
@@ -521,9 +451,9 @@ static void t_paths(struct tally *t, struct env *e)
 	sv_start(&v, e);
 	cJSON *sc;
 	snprintf(p, sizeof p, "%s/secret", e->out);
-	put(p, "SECRET\n", 7);
+	check_put(p, "SECRET\n", 7);
 	snprintf(q, sizeof q, "%s/link_out", e->root);
-	ln_s(p, q);
+	check_symlink(p, q);
 	const char *bad[] = { "../outside/secret", "link_out", "/etc/hostname" };
 	for (int i = 0; i < 3; i++) {
 		char what[200];
@@ -543,7 +473,7 @@ static void t_paths(struct tally *t, struct env *e)
 	cJSON_Delete(sc);
 	snprintf(p, sizeof p, "%s/outdir", e->root);
 	snprintf(q, sizeof q, "%s", e->out);
-	ln_s(q, p);
+	check_symlink(q, p);
 	sc = call(&v, "file_transfer_open", open_args("upload", "outdir/evil.bin", 1, NULL), &err);
 	CHECK(t, err && strcmp(code_of(sc), "invalid_param") == 0, "upload through a symlinked folder refused");
 	cJSON_Delete(sc);
@@ -553,12 +483,12 @@ static void t_paths(struct tally *t, struct env *e)
 
 	/* the destination folder swapped for a symlink to the outside mid-upload */
 	snprintf(p, sizeof p, "%s/swap", e->root);
-	mk(p);
+	check_mkdir(p);
 	CHECK(t, open_upload(&v, "swap/f.bin", 3, NULL, h, NULL) == 0, "upload into swap/ opens");
 	CHECK(t, send_range(&v, h, (const unsigned char *)"abc", 0, 2, 2) == 0, "two bytes in");
 	snprintf(q, sizeof q, "%s/swap.moved", e->root);
 	rename(p, q);
-	ln_s(e->out, p);
+	check_symlink(e->out, p);
 	CHECK(t, send_range(&v, h, (const unsigned char *)"abc", 2, 3, 1) == 0, "the last byte after the swap");
 	sc = call(&v, "file_transfer_commit", h_args(h), &err);
 	CHECK(t, !err, "commit after the swap succeeds");
@@ -631,7 +561,7 @@ static void t_restart(struct tally *t, struct env *e)
 	sv_stop(&v);
 	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
 	if (truncate(p, (off_t)C + 10) < 0)
-		die("truncate");
+		check_die("truncate");
 	sv_start(&v, e);
 	sc = call(&v, "file_transfer_write", write_args(h, (long long)(2 * C), data + 2 * C, C), &err);
 	CHECK(t, err && strcmp(code_of(sc), "offset_mismatch") == 0 && cursor_of(sc) == (double)(C + 10),
@@ -681,7 +611,7 @@ static void t_download(struct tally *t, struct env *e)
 	fill(data, N, 3);
 	blob_sha256_hex(data, N, sha);
 	snprintf(p, sizeof p, "%s/down.bin", e->root);
-	put(p, data, N);
+	check_put(p, data, N);
 	sv_start(&v, e);
 	cJSON *sc = call(&v, "file_transfer_open", open_args("download", "down.bin", -1, NULL), &err);
 	CHECK(t, !err && num(sc, "size") == (double)N && strcmp(str(sc, "sha256"), sha) == 0, "download opens with size and sha256");
@@ -748,7 +678,7 @@ static void t_download(struct tally *t, struct env *e)
 	cJSON_Delete(sc);
 	int fd = open(p, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || pwrite(fd, "XYZ", 3, 10) != 3)
-		die("modify");
+		check_die("modify");
 	struct timespec ts[2] = { { 0, UTIME_OMIT }, { 1, 0 } };
 	futimens(fd, ts);
 	close(fd);
@@ -762,7 +692,7 @@ static void t_download(struct tally *t, struct env *e)
 	/* hard links are refused for downloads */
 	char q[1600];
 	snprintf(q, sizeof q, "%s/down-link.bin", e->root);
-	ln(p, q);
+	check_link(p, q);
 	sc = call(&v, "file_transfer_open", open_args("download", "down-link.bin", -1, NULL), &err);
 	CHECK(t, err && strcmp(code_of(sc), "invalid_param") == 0, "a file with two hard links is refused");
 	cJSON_Delete(sc);
@@ -850,9 +780,9 @@ static void t_parking(struct tally *t, struct env *e)
 	fill(data, sizeof data, 5);
 	blob_sha256_hex(data, sizeof data, sha);
 	snprintf(p, sizeof p, "%s/park", e->root);
-	mk(p);
+	check_mkdir(p);
 	snprintf(p, sizeof p, "%s/park/src.bin", e->root);
-	put(p, data, sizeof data);
+	check_put(p, data, sizeof data);
 	sv_start(&v, e);
 	cJSON *sc = call(&v, "file_transfer_open", open_args("download", "park/src.bin", -1, NULL), &err);
 	snprintf(dh, sizeof dh, "%s", str(sc, "handle"));
@@ -892,7 +822,7 @@ static struct task *fake_task(struct sv *v, const char *id, enum task_status st)
 	t->created_ms = t->updated_ms = t->finished_ms = loop_wall_ms();
 	t->expires_ms = t->finished_ms + 86400000;
 	if (tasks_insert(v->s.tasks, t) < 0)
-		die("tasks_insert");
+		check_die("tasks_insert");
 	return t;
 }
 
@@ -904,9 +834,9 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	sv_start(&v, e);
 	const char *id = "0123456789abcdef0123456789abcdef";
 	snprintf(work, sizeof work, "%s/tasks/%s/work", e->state, id);
-	snprintf(p, sizeof p, "%s/tasks", e->state); mk(p);
-	snprintf(p, sizeof p, "%s/tasks/%s", e->state, id); mk(p);
-	mk(work);
+	snprintf(p, sizeof p, "%s/tasks", e->state); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/tasks/%s", e->state, id); check_mkdir(p);
+	check_mkdir(work);
 
 	/* inputs */
 	CHECK(t, open_upload(&v, "input.csv", 12, NULL, h, NULL) == 0, "upload of a job input");
@@ -948,17 +878,17 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 
 	/* artifacts */
 	struct task *tk = fake_task(&v, id, TASK_COMPLETED);
-	snprintf(p, sizeof p, "%s/outputs/report.txt", work); put(p, "hello report\n", 13);
-	snprintf(p, sizeof p, "%s/outputs/image.png", work); put(p, "\x89PNG\r\n\x1a\n\0\0", 10);
-	snprintf(p, sizeof p, "%s/outputs/with space.json", work); put(p, "{\"a\":1}", 7);
-	snprintf(p, sizeof p, "%s/outputs/.hidden", work); put(p, "h", 1);
-	snprintf(p, sizeof p, "%s/outputs/link", work); ln_s("/etc/hostname", p);
-	snprintf(p, sizeof p, "%s/outputs/subdir", work); mk(p);
-	snprintf(p, sizeof p, "%s/outputs/hard1", work); put(p, "hh", 2);
-	snprintf(q, sizeof q, "%s/outputs/hard2", work); ln(p, q);
+	snprintf(p, sizeof p, "%s/outputs/report.txt", work); check_put(p, "hello report\n", 13);
+	snprintf(p, sizeof p, "%s/outputs/image.png", work); check_put(p, "\x89PNG\r\n\x1a\n\0\0", 10);
+	snprintf(p, sizeof p, "%s/outputs/with space.json", work); check_put(p, "{\"a\":1}", 7);
+	snprintf(p, sizeof p, "%s/outputs/.hidden", work); check_put(p, "h", 1);
+	snprintf(p, sizeof p, "%s/outputs/link", work); check_symlink("/etc/hostname", p);
+	snprintf(p, sizeof p, "%s/outputs/subdir", work); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/outputs/hard1", work); check_put(p, "hh", 2);
+	snprintf(q, sizeof q, "%s/outputs/hard2", work); check_link(p, q);
 	snprintf(p, sizeof p, "%s/tasks/%s/output.log", e->state, id);
 	static const char logtext[] = "line one\n\xff\xfe bad bytes\nline three\n";
-	put(p, logtext, sizeof logtext - 1);
+	check_put(p, logtext, sizeof logtext - 1);
 	cJSON *arts = transfer_collect_artifacts(v.s.transfers, tk, work);
 	CHECK(t, cJSON_GetArraySize(arts) == 3, "three artifacts: links, hidden files and folders are left out");
 	cJSON *a0 = cJSON_GetArrayItem(arts, 0);
@@ -997,7 +927,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	/* an artifact as input of another job */
 	char work2[1300];
 	snprintf(work2, sizeof work2, "%s/tasks/%s/work2", e->state, id);
-	mk(work2);
+	check_mkdir(work2);
 	args = cJSON_CreateObject();
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/with%%20space.json", id);
 	cJSON_AddStringToObject(args, "data", uri);
@@ -1080,12 +1010,12 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	/* pagination: 120 more artifacts in a second task */
 	const char *id2 = "fedcba9876543210fedcba9876543210";
 	char w2[1000], pp[1100];
-	snprintf(w2, sizeof w2, "%s/tasks/%s", e->state, id2); mk(w2);
-	snprintf(w2, sizeof w2, "%s/tasks/%s/work", e->state, id2); mk(w2);
-	snprintf(pp, sizeof pp, "%s/outputs", w2); mk(pp);
+	snprintf(w2, sizeof w2, "%s/tasks/%s", e->state, id2); check_mkdir(w2);
+	snprintf(w2, sizeof w2, "%s/tasks/%s/work", e->state, id2); check_mkdir(w2);
+	snprintf(pp, sizeof pp, "%s/outputs", w2); check_mkdir(pp);
 	for (int i = 0; i < 120; i++) {
 		snprintf(pp, sizeof pp, "%s/outputs/f%03d.txt", w2, i);
-		put(pp, "x", 1);
+		check_put(pp, "x", 1);
 	}
 	struct task *tk2 = fake_task(&v, id2, TASK_COMPLETED);
 	arts = transfer_collect_artifacts(tr, tk2, w2);
@@ -1129,9 +1059,9 @@ static void t_speed(struct tally *t, struct env *e)
 	blob_sha256_hex(data, N, sha);
 	sv_start(&v, e);
 	CHECK(t, open_upload(&v, "speed.bin", (long long)N, sha, h, NULL) == 0, "16 MiB upload opens");
-	double t0 = mono();
+	double t0 = check_now();
 	int ok = send_range(&v, h, data, 0, N, C) == 0;
-	double t1 = mono();
+	double t1 = check_now();
 	int err;
 	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
 	ok = ok && !err && strcmp(str(sc, "sha256"), sha) == 0;
@@ -1141,24 +1071,24 @@ static void t_speed(struct tally *t, struct env *e)
 	char *enc = malloc(B64_ENCODED_SIZE(C));
 	unsigned char *dec = malloc(C + 3);
 	size_t bad;
-	double t2 = mono();
+	double t2 = check_now();
 	for (size_t off = 0; off < N; off += C) {
 		b64_encode(data + off, C, enc);
 		b64_decode(enc, strlen(enc), dec, &bad);
 	}
 	blob_sha256_hex(data, N, sha);
-	double t3 = mono();
+	double t3 = check_now();
 	/* fdatasync alone, per chunk, on the same file system */
 	char p[1600];
 	snprintf(p, sizeof p, "%s/sync.bin", e->root);
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	double t4 = mono();
+	double t4 = check_now();
 	for (int i = 0; i < 16; i++) {
 		if (pwrite(fd, data, C, (off_t)i * (off_t)C) < 0)
 			break;
 		fdatasync(fd);
 	}
-	double t5 = mono();
+	double t5 = check_now();
 	close(fd);
 	printf("# upload through transfer_call: %.0f MiB/s; base64+sha256 alone: %.0f MiB/s; "
 	       "pwrite+fdatasync of a 256 KiB chunk: %.2f ms\n", 16 / (t1 - t0), 16 / (t3 - t2), (t5 - t4) * 1000 / 16);
@@ -1172,24 +1102,20 @@ int main(void)
 {
 	struct tally t = { 0, 0 };
 	struct env e;
-	const char *base = getenv("TMPDIR");
-	snprintf(e.top, sizeof e.top, "%s/fp-transfer-XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(e.top))
-		die("mkdtemp");
+	check_tmpdir(e.top, sizeof e.top, "transfer");
 	snprintf(e.root, sizeof e.root, "%s/root", e.top);
 	snprintf(e.out, sizeof e.out, "%s/outside", e.top);
-	mk(e.root);
-	mk(e.out);
+	check_mkdir(e.root);
+	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
 	void (*parts[])(struct tally *, struct env *) = { t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
-		mk(e.state);
+		check_mkdir(e.state);
 		parts[i](&t, &e);
 	}
 	if (!getenv("KEEP_TEST_DIRS"))
-		rm_rf(e.top);
-	printf("%d passed, %d failed\n", t.pass, t.fail);
-	return t.fail ? 1 : 0;
+		check_rm_rf(e.top);
+	return check_done(&t);
 }
