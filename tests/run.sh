@@ -11,6 +11,14 @@ total_pass=0
 total_fail=0
 failed_parts=""
 
+# Node for the e2e and crash tests: the system's if it is 20 or newer, else the Node 22 that
+# scripts/deps.sh installs locally for the conformance suites (Debian 12 ships Node 18).
+NODE=node
+if ! node -e 'process.exit(+process.versions.node.split(".")[0] >= 20 ? 0 : 1)' 2>/dev/null &&
+	[ -x tests/conformance/node_modules/.bin/node ]; then
+	NODE=$PWD/tests/conformance/node_modules/.bin/node
+fi
+
 add() { # add PART PASS FAIL
 	total_pass=$((total_pass + $2))
 	total_fail=$((total_fail + $3))
@@ -59,7 +67,7 @@ fi
 # ---- end-to-end tests through the official SDK client ----
 if [ -d tests/e2e/node_modules ]; then
 	out=$(mktemp)
-	node --test --test-concurrency=1 --test-reporter=spec tests/e2e/ >"$out" 2>&1
+	"$NODE" --test --test-concurrency=1 --test-reporter=spec tests/e2e/ >"$out" 2>&1
 	rc=$?
 	p=$(grep -E '^(ℹ|#) pass [0-9]+' "$out" | tail -n 1 | sed 's/.* pass //')
 	f=$(grep -E '^(ℹ|#) fail [0-9]+' "$out" | tail -n 1 | sed 's/.* fail //')
@@ -91,7 +99,7 @@ case "$BUILD" in
 *) kills=${KILLS:-200} ;;
 esac
 out=$(mktemp)
-node tests/crash/crash.mjs --kills "$kills" >"$out" 2>&1
+"$NODE" tests/crash/crash.mjs --kills "$kills" >"$out" 2>&1
 rc=$?
 cat "$out" | tail -n 4
 if [ "$rc" -eq 0 ]; then add crash "$kills" 0; else add crash 0 1; fi
