@@ -1263,6 +1263,15 @@ void tasks_remove(struct tasks *ts, struct task *t)
 	task_free(t);
 }
 
+/* A restart from scratch: the job gets no checkpoint in its start frame. */
+static void drop_checkpoint(struct task *t)
+{
+	free(t->checkpoint);
+	t->checkpoint = NULL;
+	t->checkpoint_len = 0;
+	t->checkpoint_blob[0] = 0;
+}
+
 void tasks_recover(struct tasks *ts)
 {
 	/* Oldest first, so the queue keeps creation order. */
@@ -1274,8 +1283,13 @@ void tasks_recover(struct tasks *ts)
 		if (TASK_TERMINAL(t->status))
 			continue;
 		if (t->status == TASK_INPUT_REQUIRED) {
-			/* Still shows its question; answering it re-runs the job (tasks_respond). */
+			/* Still shows its question; answering it re-runs the job (tasks_respond), from
+			 * its checkpoint unless the tool says to restart from scratch.  Either way the
+			 * recorded answers are replayed, so the question is not asked twice. */
 			t->was_running = 0;
+			if (t->tool && t->tool->resume == RESUME_RESTART) {
+				drop_checkpoint(t);
+			}
 			continue;
 		}
 		if (t->was_running) {
@@ -1287,10 +1301,7 @@ void tasks_recover(struct tasks *ts)
 				continue;
 			}
 			if (policy == RESUME_RESTART) {
-				free(t->checkpoint);
-				t->checkpoint = NULL;
-				t->checkpoint_len = 0;
-				t->checkpoint_blob[0] = 0;
+				drop_checkpoint(t);
 			}
 			fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "resuming after a restart (%s)",
 			      policy == RESUME_CHECKPOINT && t->checkpoint ? "from its last checkpoint" : "from the start");
