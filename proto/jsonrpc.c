@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "frame.h"
+
 void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 {
 	memset(m, 0, sizeof *m);
@@ -12,6 +14,12 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 
 	/* cJSON stops at the first NUL; a NUL inside the line is not JSON text. */
 	if (len == 0 || memchr(line, '\0', len)) {
+		return;
+	}
+	/* JSON text is UTF-8 (RFC 8259, 8.1), and cJSON would take any bytes into its strings:
+	 * they would end up in task arguments, which the job library refuses, and in answers. */
+	if (!frame_utf8_valid(line, len)) {
+		m->err_msg = "Parse error: not valid UTF-8";
 		return;
 	}
 	const char *end = NULL;
@@ -86,6 +94,21 @@ void rpc_msg_free(struct rpc_msg *m)
 	memset(m, 0, sizeof *m);
 }
 
+/* Replace every byte of s that does not belong to a well-formed UTF-8 character with '?'.
+ * Such bytes can only sit inside JSON strings (cJSON writes everything else as ASCII), so the
+ * text stays valid JSON. */
+static void utf8_scrub(char *s)
+{
+	for (unsigned char *p = (unsigned char *)s; *p;) {
+		size_t n = *p < 0x80 ? 1 : *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : 2;
+		if (n == 1 || (strnlen((const char *)p, n) == n && frame_utf8_valid((const char *)p, n))) {
+			p += n;
+			continue;
+		}
+		*p++ = '?';
+	}
+}
+
 static char *finish(cJSON *o)
 {
 	if (!o)
@@ -93,6 +116,10 @@ static char *finish(cJSON *o)
 	/* PrintUnformatted escapes control characters, so the text never contains a newline. */
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
+	/* Input is UTF-8, but a message that clipped a string ("%.100s") may end inside a
+	 * character; what goes to the client must still be UTF-8. */
+	if (s)
+		utf8_scrub(s);
 	return s;
 }
 

@@ -1,7 +1,9 @@
 /* proto/jsonrpc.h — JSON-RPC 2.0 messages as used by MCP's stdio transport: one message per
  * line, no batches.  Parsing never fails hard: anything that is not a valid message becomes
- * RPC_INVALID with the JSON-RPC error code to answer and, where it could be recovered, the id.
- * Builders return a malloc'd single-line string without the trailing newline (NULL on ENOMEM). */
+ * RPC_INVALID with the JSON-RPC error code to answer and, where it could be recovered, the id;
+ * a line that is not UTF-8 is a parse error.
+ * Builders return a malloc'd single-line string of valid UTF-8 without the trailing newline
+ * (NULL on ENOMEM); a byte of a broken character in a string (a clipped message) becomes '?'. */
 #ifndef FP_JSONRPC_H
 #define FP_JSONRPC_H
 

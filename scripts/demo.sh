@@ -44,4 +44,5 @@ echo "The job's own log says where it picked up:"
 "$FP" logs "$id" --state "$state" | grep -i resumed
 echo
 echo "Next: point an MCP host at it (README.md), or try a question:"
-echo "  $BUILD/forkpoint call generate-report '{\"topic\":\"x\",\"ask\":true}' --config runner/examples/demo.json"
+echo "  build/forkpoint call generate-report '{\"topic\":\"x\",\"ask\":true}' --config runner/examples/demo.json"
+echo "(runner/examples/demo.json names the jobs in build/, which plain \`make\` builds)"

@@ -23,7 +23,7 @@ static const char usage_call[] =
 	"Runs TOOL with the JSON arguments through a real MCP session with forkpoint mcp,\n"
 	"showing progress, asking the job's questions here, and printing the result as JSON.\n"
 	"--task ID follows a task that already exists (e.g. one interrupted by a crash).\n"
-	"Ctrl-C cancels the task.  Exit status: 0 completed, 1 failed or cancelled.\n";
+	"Ctrl-C cancels the task.  Exit status: 0 completed, 1 failed or cancelled, 130 after Ctrl-C.\n";
 
 struct client {
 	pid_t pid;

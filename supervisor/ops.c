@@ -279,9 +279,17 @@ int ops_show(int argc, char **argv)
 		bar(t, b, sizeof b);
 		printf("%-12s %s %s\n", "progress", b, t->progress_msg ? t->progress_msg : "");
 	}
-	if (t->checkpoint || t->checkpoint_blob[0])
+	if (t->checkpoint || t->checkpoint_blob[0]) {
+		/* Read-only views do not load blobs: take a blob's size from the file. */
+		size_t len = t->checkpoint_len;
+		struct stat bst;
+		char bpath[4400];
+		snprintf(bpath, sizeof bpath, "%s/blobs/%.2s/%s", v.sv.state_dir, t->checkpoint_blob, t->checkpoint_blob);
+		if (t->checkpoint_blob[0] && stat(bpath, &bst) == 0)
+			len = (size_t)bst.st_size;
 		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
-		       t->checkpoint_len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
+		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
+	}
 	if (t->question_id) {
 		printf("%-12s [%s] %s\n", "question", t->question_id, t->question_prompt ? t->question_prompt : "");
 		if (t->question_choices)
@@ -378,9 +386,11 @@ int ops_logs(int argc, char **argv)
 int ops_fsck(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint fsck [--repair] [--state DIR]\n\n"
-		"Verify every journal record and every blob a task refers to.  --repair cuts a torn tail\n"
-		"of the newest segment (keeping the cut bytes in a side file); it never deletes anything\n"
-		"else.  Exit 0 if clean (or repaired), 1 if damage remains.\n";
+		"Verify every journal record and every blob a task refers to.  --repair (which needs the\n"
+		"state dir's lock, so no server may run) cuts a torn tail of the newest segment and sets\n"
+		"aside an interrupted new segment or snapshot, keeping every removed byte in a side file;\n"
+		"damage anywhere else is reported, never repaired.  Exit 0 if clean (or repaired), 1 if\n"
+		"damage remains.\n";
 	const char *state = NULL;
 	int repair = 0;
 	int rc = parse_common(argc, argv, &state, NULL, NULL, &repair, usage);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,55 @@ static size_t utf8_trim_tail(char *s, size_t len)
 	return len;
 }
 
+/* Length of the well-formed UTF-8 character at p (1..4; no overlongs, no surrogates, at most
+ * U+10FFFF), or 0 if p starts none.  p is NUL-terminated, which ends any sequence. */
+static size_t utf8_char(const unsigned char *p)
+{
+	size_t n;
+	uint32_t cp;
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xC2 && p[0] <= 0xDF) {
+		n = 2;
+		cp = p[0] & 0x1F;
+	} else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
+		n = 3;
+		cp = p[0] & 0x0F;
+	} else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t k = 1; k < n; k++) {
+		if ((p[k] & 0xC0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[k] & 0x3F);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+	    (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n;
+}
+
 /* Messages travel inside JSON to a model and into logs: after any truncation they must still
- * be one line of whole UTF-8 characters. */
+ * be one line of whole UTF-8 characters.  Clipping with "%.80s" can cut a character inside a
+ * message, not only at its end, and echoed keys may not be UTF-8 at all: every byte that does
+ * not belong to a well-formed character becomes '?'. */
 void schema_tidy(char *s)
 {
-	utf8_trim_tail(s, strlen(s));
-	for (unsigned char *p = (unsigned char *)s; *p; p++)
-		if (*p < 0x20 || *p == 0x7F)
-			*p = ' ';
+	size_t len = utf8_trim_tail(s, strlen(s));
+	unsigned char *p = (unsigned char *)s;
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_char(p + i);
+		if (n == 0) {
+			p[i++] = '?';
+			continue;
+		}
+		if (p[i] < 0x20 || p[i] == 0x7F)
+			p[i] = ' ';
+		i += n;
+	}
 }
 
 /* A dotted path ("a.b[2].c") built in place while descending; clipped, never overflowing. */

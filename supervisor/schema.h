@@ -25,7 +25,8 @@ int schema_validate(const cJSON *schema, cJSON *value, char *err, size_t errlen,
                     char *field, size_t fieldlen);
 
 /* Make a message that may have been cut short one line of whole UTF-8 characters: a cut-off
- * final sequence is dropped, control bytes become spaces (config.c's messages too). */
+ * final sequence is dropped, any other byte that is not part of a well-formed character
+ * becomes '?', control bytes become spaces (config.c's messages too). */
 void schema_tidy(char *s);
 /* 1 if d is a whole number (what "integer" means for a JSON number), else 0 (also for inf/nan). */
 int schema_is_integral(double d);

@@ -79,9 +79,11 @@ static void update_events(struct session *s)
 static void process_input(struct session *s)
 {
 	for (;;) {
-		unsigned char *start = s->in.data + s->in.off;
 		size_t avail = wbuf_pending(&s->in);
-		unsigned char *nl = avail ? memchr(start, '\n', avail) : NULL;
+		if (avail == 0)
+			return;   /* nothing buffered, perhaps no buffer at all yet (data NULL) */
+		unsigned char *start = s->in.data + s->in.off;
+		unsigned char *nl = memchr(start, '\n', avail);
 		if (s->skipping) {
 			if (!nl) {
 				wbuf_consume(&s->in, avail);

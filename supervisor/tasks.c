@@ -522,6 +522,16 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		*why = "protocol violation: checkpoint needs seq (int) and data (bin)";
 		return -1;
 	}
+	/* A checkpoint goes back to the job in a start frame, with the arguments: accept only what
+	 * will fit there, or a resumed job could never be started. */
+	char *aj = cJSON_PrintUnformatted(t->args);
+	size_t alen = aj ? strlen(aj) : 0;
+	size_t room = alen < FRAME_MAX_DEFAULT - 4096 ? FRAME_MAX_DEFAULT - 4096 - alen : 0;
+	free(aj);
+	if (len > room) {
+		*why = "checkpoint too large: with the arguments it must fit in one 8 MiB frame";
+		return -1;
+	}
 	void *copy = malloc(len ? len : 1);
 	if (!copy) {
 		*why = "out of memory storing a checkpoint";
@@ -684,16 +694,22 @@ static int on_log(struct tasks *ts, struct task *t, const msgpack_object *m, con
 {
 	const char *lv = "info", *msg;
 	size_t lvlen = 4, mlen;
-	if (frame_get_str(m, "message", &msg, &mlen) < 0 ||
+	if (frame_get_str(m, "message", &msg, &mlen) < 0 || !clean_str(msg, mlen) ||
 	    frame_get_str(m, "level", &lv, &lvlen) == -EINVAL) {
-		*why = "protocol violation: log needs message and level strings";
+		*why = "protocol violation: log needs message and level strings (UTF-8)";
 		return -1;
 	}
 	char level[16];
 	snprintf(level, sizeof level, "%.*s", (int)(lvlen < 15 ? lvlen : 15), lv);
 	int l = fplog_level_parse(level);
-	fplog(&ts->sv->log, l < 0 ? FPLOG_INFO : (enum fplog_level)l, t->id, "job: %.*s",
-	      (int)(mlen > 1024 ? 1024 : mlen), msg);
+	/* Cut long messages on a character boundary: the text goes to clients as JSON. */
+	size_t n = mlen;
+	if (n > 1024) {
+		n = 1024;
+		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
+			n--;
+	}
+	fplog(&ts->sv->log, l < 0 ? FPLOG_INFO : (enum fplog_level)l, t->id, "job: %.*s", (int)n, msg);
 	return 0;
 }
 
@@ -701,11 +717,25 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 {
 	struct task *t = owner;
 	struct tasks *ts = t->owner;
-	char type[32];
+	const char *ty;
+	size_t tylen;
+	char type[16] = "";
 	(void)j;
-	frame_type(f, type, sizeof type);
-	if (strcmp(type, "hello") == 0)
-		return send_start(t) == -ENOBUFS ? -1 : 0;
+	if (frame_get_str(&f->root, "type", &ty, &tylen) < 0 || tylen == 0) {
+		*why = "protocol violation: frame without a type";
+		return -1;
+	}
+	/* Every known type is short; a longer one is an unknown (newer) type and is ignored. */
+	if (tylen >= sizeof type)
+		return 0;
+	memcpy(type, ty, tylen);
+	if (strcmp(type, "hello") == 0) {
+		if (send_start(t) < 0) {
+			*why = "the start frame could not be sent again (too large, or the job does not read)";
+			return -1;
+		}
+		return 0;
+	}
 	/* After the terminal state only hello matters; late frames are ignored, not errors. */
 	if (TASK_TERMINAL(t->status) && strcmp(type, "log") != 0)
 		return 0;
@@ -721,10 +751,6 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 		return on_fail(ts, t, &f->root, why);
 	if (strcmp(type, "log") == 0)
 		return on_log(ts, t, &f->root, why);
-	if (type[0] == '\0') {
-		*why = "protocol violation: frame without a type";
-		return -1;
-	}
 	return 0;   /* unknown types: newer protocol minor versions, ignored */
 }
 
@@ -1052,7 +1078,12 @@ static int start_job(struct tasks *ts, struct task *t)
 		persist_started(sv->persist, t);
 	fplog(&sv->log, FPLOG_INFO, t->id, "started %s (attempt %d, pid %d)%s", tool->name, t->attempt,
 	      (int)job_pid(t->job), t->checkpoint ? " from its checkpoint" : "");
-	send_start(t);
+	if (send_start(t) < 0) {
+		/* The arguments and checkpoint do not fit in one frame: the job could never start. */
+		fail(ts, t, "internal_error", "The job's start frame (arguments and checkpoint) is larger than a frame may be.",
+		     0, "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
+		job_kill(t->job, NULL);
+	}
 	free_strv(argv);
 	free_strv(envp);
 	free(args_json);

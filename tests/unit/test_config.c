@@ -360,6 +360,19 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, "", 0, "JSON syntax error at line 1, column 1");
 	load_err(t, fx, __LINE__, "{\"server\": {\"name\": \"\xc3\xa9t\xc3\xa9\" x}}", 0,
 	         "JSON syntax error at line 1, column 27");   /* characters, not bytes */
+
+	/* A long name is clipped to 80 bytes inside the message: a character cut there must not
+	 * leave a broken UTF-8 sequence in the middle of the line. */
+	char name[160] = "a", text[300], shown[100] = "a";
+	for (int i = 0; i < 50; i++)
+		strcat(name, "\xc3\xa9");
+	for (int i = 0; i < 39; i++)
+		strcat(shown, "\xc3\xa9");
+	fmt(text, sizeof text, "{\"tools\":[{\"name\":\"%s\",\"command\":[\"bin/job\"]}]}", name);
+	load_err(t, fx, __LINE__, text, 0, "tools[0].name: \"%s?\" is not a valid tool name (1-64 "
+	         "characters from A-Z a-z 0-9 _ . -)", shown);
+	/* and a key that is not UTF-8 at all is shown with '?' */
+	load_err(t, fx, __LINE__, "{\"serv\xe9r\":{},\"tools\":[]}", 0, "serv?r: unknown key");
 }
 
 static void test_other_entry_points(struct tally *t, const struct fixture *fx)

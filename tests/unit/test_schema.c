@@ -402,6 +402,22 @@ static void test_message_hygiene(struct tally *t)
 
 	invalid(t, __LINE__, "{\"type\":\"object\",\"additionalProperties\":false}", "{\"a\\nb\":1}",
 	        "a b: unknown field (allowed: none)", "a\nb");
+
+	/* A character cut inside a message (config.c's "%.80s"), stray and overlong bytes and an
+	 * encoded surrogate become '?' one byte each; a cut at the very end is dropped. */
+	char msg[] = "\"\xc3\xa9\xc3\" x \xff\xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80\tok\xe2\x82";
+	schema_tidy(msg);
+	CHECKF(t, strcmp(msg, "\"\xc3\xa9?\" x ???? ?? ???? ok") == 0, "tidy inside: [%s]", msg);
+	char fine[] = "\xf0\x9f\xa6\xa6 \xe2\x82\xac \xc3\xa9";
+	schema_tidy(fine);
+	CHECKF(t, strcmp(fine, "\xf0\x9f\xa6\xa6 \xe2\x82\xac \xc3\xa9") == 0, "tidy keeps UTF-8: [%s]", fine);
+	/* a key that is not UTF-8, echoed in a message */
+	sc = parse("{\"type\":\"object\",\"additionalProperties\":false}");
+	v = parse("{\"k\xff\":1}");
+	rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1 && strcmp(err, "k?: unknown field (allowed: none)") == 0, "non-UTF-8 key: %s", err);
+	cJSON_Delete(v);
+	cJSON_Delete(sc);
 }
 
 int main(void)

@@ -1,0 +1,439 @@
+/* tests/fuzz/fuzz_rpc.c — libFuzzer target for the MCP server: the input is newline-separated
+ * JSON-RPC lines, fed one by one through a pipe to the real dispatch of a whole supervisor
+ * built in-process (event loop, task table, journal in a scratch state dir, file transfers,
+ * server), with tools that run /bin/true, /bin/false and /bin/sleep and, when it was built
+ * next to this program, the example job that asks a question.
+ *
+ * Ids a client could only learn from an answer are spliced in: "$T" in a line becomes the
+ * last taskId (or requestState) seen in the output, "$H" the last transfer handle, "$U" the
+ * last forkpoint:// URI and "$Q" the last questionId, so one input can create a task and
+ * then poll, answer or cancel it.  After each line the loop runs until the jobs it started
+ * have settled (bounded); after the last the input is closed, which stops the supervisor as
+ * end of stdin does, and everything is torn down (tasks_free kills leftover jobs).
+ *
+ * Must never crash, leak, hang or trip a sanitizer.  Every line the server writes must be one
+ * JSON-RPC 2.0 object (a request, notification, result or error) in well-formed UTF-8,
+ * whatever the input.  Built by `make fuzz`. */
+#include "config.h"
+#include "loop.h"
+#include "persist.h"
+#include "sandbox.h"
+#include "server.h"
+#include "supervisor.h"
+#include "tasks.h"
+#include "transfer.h"
+#include "tests/fuzz/fuzz_utf8.h"
+#include "tests/unit/check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define LINE_BUDGET_MS  25    /* per input line: time for the jobs it started to settle */
+#define FINAL_BUDGET_MS 60    /* after the last line */
+#define REMEMBERED      256   /* longest id, URI or question id spliced back into input */
+
+/* What lives for the whole process (libFuzzer gives the target no context argument): the
+ * scratch folder, the config, the host's sandbox probe and /dev/null for the log. */
+static struct {
+	char scratch[PATH_MAX];
+	char state[PATH_MAX + 16];
+	char files[PATH_MAX + 16];
+	struct config *cfg;
+	struct sandbox *sandbox;
+	char *bin_dir;
+	int null_fd;
+	int trace;          /* FUZZ_RPC_TRACE set: echo every line sent and received on stderr */
+} env;
+
+/* One input's supervisor and the client's ends of its pipes. */
+struct run {
+	struct supervisor sv;
+	int in_w, out_r;
+	char *out; size_t out_len, out_cap;     /* output read but not yet split into lines */
+	char task[REMEMBERED], handle[REMEMBERED], uri[REMEMBERED], question[REMEMBERED];
+};
+
+static void cleanup(void)
+{
+	if (env.scratch[0] != '\0')
+		check_rm_rf(env.scratch);
+}
+
+static const char config_fmt[] =
+	"{\"server\": {\"name\": \"fuzz\", \"maxConcurrent\": 2, \"maxQueue\": 4, \"fileRoots\": [\"%s\"],"
+	"  \"cancelGraceSeconds\": 0.05, \"logMaxBytes\": 4096, \"resultInlineBytes\": 256},"
+	" \"tools\": ["
+	"  {\"name\": \"quick\", \"title\": \"Quick\", \"description\": \"exits at once\","
+	"   \"inputSchema\": {\"type\": \"object\", \"properties\": {"
+	"     \"x\": {\"type\": \"string\", \"maxLength\": 40, \"default\": \"a\"},"
+	"     \"n\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 9},"
+	"     \"tags\": {\"type\": \"array\", \"items\": {\"type\": \"string\"}, \"maxItems\": 3}},"
+	"     \"additionalProperties\": false},"
+	"   \"annotations\": {\"readOnlyHint\": true},"
+	"   \"command\": [\"/bin/true\", \"{x}\", \"n={n}\"], \"ttlSeconds\": 60, \"sandbox\": {\"profile\": \"none\"}},"
+	"  {\"name\": \"wait\", \"inputSchema\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"string\"}}},"
+	"   \"outputSchema\": {\"type\": \"object\"},"
+	"   \"command\": [\"/bin/true\"], \"mode\": \"sync\", \"sandbox\": {\"profile\": \"none\"}},"
+	"  {\"name\": \"nap\", \"inputSchema\": {\"type\": \"object\", \"properties\": {"
+	"     \"s\": {\"type\": \"string\", \"enum\": [\"0\", \"0.01\", \"0.03\"], \"default\": \"0.01\"}}},"
+	"   \"command\": [\"/bin/sleep\", \"{s}\"], \"mode\": \"auto\", \"waitSeconds\": 0.005,"
+	"   \"timeoutSeconds\": 1, \"sandbox\": {\"profile\": \"none\"}},"
+	"  {\"name\": \"flaky\", \"command\": [\"/bin/false\"], \"retries\": 1, \"resume\": \"restart\","
+	"   \"sandbox\": {\"profile\": \"none\"}},"
+	"  {\"name\": \"must\", \"command\": [\"/bin/true\"], \"taskSupport\": \"required\","
+	"   \"sandbox\": {\"profile\": \"none\"}},"
+	"  {\"name\": \"never\", \"command\": [\"/bin/true\"], \"mode\": \"auto\", \"waitSeconds\": 0,"
+	"   \"taskSupport\": \"forbidden\", \"sandbox\": {\"profile\": \"none\"}},"
+	"  {\"name\": \"take\", \"inputSchema\": {\"type\": \"object\", \"properties\": {"
+	"     \"input\": {\"type\": \"string\", \"format\": \"forkpoint-upload\"}}, \"required\": [\"input\"]},"
+	"   \"command\": [\"/bin/true\", \"{input}\"], \"mode\": \"sync\", \"sandbox\": {\"profile\": \"none\"}}"
+	"%s]}";
+
+/* The example job, when present: asks whether to add an appendix after its first section. */
+static const char ask_fmt[] =
+	", {\"name\": \"%s\", \"inputSchema\": {\"type\": \"object\", \"properties\": {"
+	"     \"topic\": {\"type\": \"string\", \"default\": \"t\"},"
+	"     \"sections\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3, \"default\": 2},"
+	"     \"delayMs\": {\"type\": \"integer\", \"minimum\": 0, \"maximum\": 5, \"default\": 0},"
+	"     \"ask\": {\"type\": \"boolean\", \"default\": true},"
+	"     \"failAt\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3}},"
+	"     \"additionalProperties\": false},"
+	"   \"command\": [\"%s\"], \"mode\": \"%s\", \"waitSeconds\": 0.02, \"retries\": 1,"
+	"   \"sandbox\": {\"profile\": \"none\"}}";
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	char job[PATH_MAX], tools[2 * PATH_MAX + 2048] = "", err[512];
+	(void)argc;
+	(void)argv;
+	signal(SIGPIPE, SIG_IGN);
+	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+	snprintf(env.scratch, sizeof env.scratch, "%s/fp-fuzz-rpc-XXXXXX", base);
+	if (mkdtemp(env.scratch) == NULL)
+		abort();
+	atexit(cleanup);
+	snprintf(env.state, sizeof env.state, "%s/state", env.scratch);
+	snprintf(env.files, sizeof env.files, "%s/files", env.scratch);
+	env.trace = getenv("FUZZ_RPC_TRACE") != NULL;
+	env.null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (env.null_fd < 0)
+		abort();
+
+	/* build/fuzz/fuzz_rpc finds build/fuzz/report-generator beside itself. */
+	char *self = realpath("/proc/self/exe", NULL);
+	char *slash = self ? strrchr(self, '/') : NULL;
+	if (slash)
+		*slash = '\0';
+	snprintf(job, sizeof job, "%s/report-generator", self ? self : ".");
+	env.bin_dir = self;
+	if (access(job, X_OK) == 0) {
+		int n = snprintf(tools, sizeof tools, ask_fmt, "ask", job, "sync");
+		snprintf(tools + n, sizeof tools - (size_t)n, ask_fmt, "askbg", job, "task");
+	} else {
+		fprintf(stderr, "fuzz_rpc: %s not found; fuzzing without a job that asks questions\n", job);
+	}
+	size_t cap = sizeof config_fmt + sizeof env.files + sizeof tools;
+	char *text = malloc(cap);
+	if (!text)
+		abort();
+	int len = snprintf(text, cap, config_fmt, env.files, tools);
+	if (config_parse(text, (size_t)len, env.scratch, &env.cfg, err, sizeof err) < 0) {
+		fprintf(stderr, "fuzz_rpc: config: %s\n", err);
+		abort();
+	}
+	free(text);
+	/* The probe runs trial jobs; once per process is enough. */
+	if (sandbox_new(&env.sandbox) < 0)
+		abort();
+	return 0;
+}
+
+/* ---- output: every line must be one JSON-RPC message ------------------------------------- */
+
+static void fail_line(const char *why, const char *line, size_t len)
+{
+	fprintf(stderr, "fuzz_rpc: %s: %.*s\n", why, (int)(len > 2000 ? 2000 : len), line);
+	__builtin_trap();
+}
+
+static void remember(char *slot, const cJSON *v, size_t exact_len, const char *prefix)
+{
+	if (!cJSON_IsString(v))
+		return;
+	size_t n = strlen(v->valuestring);
+	if ((exact_len && n != exact_len) || n >= REMEMBERED ||
+	    (prefix && strncmp(v->valuestring, prefix, strlen(prefix)) != 0))
+		return;
+	memcpy(slot, v->valuestring, n + 1);
+}
+
+/* Learn the ids a client would take from the answers, for "$T" and friends. */
+static void harvest(struct run *r, const cJSON *j)
+{
+	const cJSON *c;
+	cJSON_ArrayForEach(c, j) {
+		if (c->string) {
+			if (strcmp(c->string, "taskId") == 0 || strcmp(c->string, "requestState") == 0)
+				remember(r->task, c, 32, NULL);
+			else if (strcmp(c->string, "handle") == 0)
+				remember(r->handle, c, 32, NULL);
+			else if (strcmp(c->string, "uri") == 0 || strcmp(c->string, "resultUri") == 0)
+				remember(r->uri, c, 0, "forkpoint://");
+			else if (strcmp(c->string, "questionId") == 0)
+				remember(r->question, c, 0, NULL);
+			else if (strcmp(c->string, "inputRequests") == 0 && c->child && c->child->string) {
+				/* keyed by question id */
+				cJSON key = { .type = cJSON_String, .valuestring = c->child->string };
+				remember(r->question, &key, 0, NULL);
+			}
+		}
+		if (cJSON_IsObject(c) || cJSON_IsArray(c))
+			harvest(r, c);
+	}
+}
+
+static void check_line(struct run *r, const char *line, size_t len)
+{
+	const char *end = NULL;
+	if (env.trace)
+		fprintf(stderr, "<- %.*s\n", (int)len, line);
+	cJSON *j = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+	if (!j || end != line + len)
+		fail_line("output line is not one JSON value", line, len);
+	if (!fuzz_utf8_valid((const uint8_t *)line, len))
+		fail_line("output line is not UTF-8", line, len);
+	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "jsonrpc");
+	const cJSON *method = cJSON_GetObjectItemCaseSensitive(j, "method");
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+	const cJSON *result = cJSON_GetObjectItemCaseSensitive(j, "result");
+	const cJSON *error = cJSON_GetObjectItemCaseSensitive(j, "error");
+	if (!cJSON_IsObject(j) || !cJSON_IsString(ver) || strcmp(ver->valuestring, "2.0") != 0)
+		fail_line("not a JSON-RPC 2.0 object", line, len);
+	if (method) {
+		if (!cJSON_IsString(method) || result || error)
+			fail_line("malformed request or notification", line, len);
+	} else {
+		if (!id || !(cJSON_IsString(id) || cJSON_IsNumber(id) || cJSON_IsNull(id)) || !result == !error)
+			fail_line("malformed response", line, len);
+		if (error && (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(error, "code")) ||
+		              !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(error, "message"))))
+			fail_line("malformed error", line, len);
+		if (result && !cJSON_IsObject(result))
+			fail_line("result is not an object", line, len);
+	}
+	harvest(r, j);
+	cJSON_Delete(j);
+}
+
+/* Read whatever the server has written and check each complete line. */
+static void pump(struct run *r)
+{
+	for (;;) {
+		if (r->out_cap - r->out_len < 65536) {
+			size_t cap = r->out_cap ? r->out_cap * 2 : 131072;
+			char *p = realloc(r->out, cap);
+			if (!p)
+				abort();
+			r->out = p;
+			r->out_cap = cap;
+		}
+		ssize_t n = read(r->out_r, r->out + r->out_len, r->out_cap - r->out_len);
+		if (n <= 0)
+			break;
+		r->out_len += (size_t)n;
+	}
+	size_t off = 0;
+	for (;;) {
+		char *nl = memchr(r->out + off, '\n', r->out_len - off);
+		if (!nl)
+			break;
+		check_line(r, r->out + off, (size_t)(nl - (r->out + off)));
+		off = (size_t)(nl - r->out) + 1;
+	}
+	memmove(r->out, r->out + off, r->out_len - off);
+	r->out_len -= off;
+}
+
+/* ---- driving the loop -------------------------------------------------------------------- */
+
+/* The end of every turn, as in `forkpoint mcp`: commit, then release what waited for it. */
+static void on_turn(struct loop *l, void *arg)
+{
+	struct supervisor *sv = arg;
+	(void)l;
+	if (persist_commit(sv->persist) < 0)
+		return;
+	tasks_release(sv->tasks);
+	server_release(sv->server);
+	server_flush(sv->server);
+	persist_maybe_compact(sv->persist);
+}
+
+static void turn(struct run *r, int wait_ms)
+{
+	loop_run_once(r->sv.loop, wait_ms);
+	pump(r);
+}
+
+/* A job was started and has not yet finished, asked, or gone to wait for a retry. */
+static int busy(struct supervisor *sv)
+{
+	for (struct task *t = tasks_newest(sv->tasks); t; t = t->next)
+		if (t->status == TASK_WORKING && !t->retry_timer && (t->job || t->queued))
+			return 1;
+	return 0;
+}
+
+static void settle(struct run *r, int budget_ms)
+{
+	int64_t end = loop_now() + budget_ms;
+	turn(r, 0);
+	turn(r, 0);
+	while (!loop_stopped(r->sv.loop) && busy(&r->sv) && loop_now() < end)
+		turn(r, 2);
+	turn(r, 0);
+}
+
+static void send_bytes(struct run *r, const char *p, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(r->in_w, p, len);
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			abort();
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+		} else {
+			turn(r, 1);   /* the pipe is full: let the server read */
+		}
+	}
+}
+
+/* One input line with its "$X" references replaced, then time for what it started. */
+static void send_line(struct run *r, const char *line, size_t len, int newline)
+{
+	static const char zero[] = "00000000000000000000000000000000";
+	size_t start = 0;
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (line[i] != '$')
+			continue;
+		const char *sub = NULL;
+		switch (line[i + 1]) {
+		case 'T': sub = r->task[0] ? r->task : zero; break;
+		case 'H': sub = r->handle[0] ? r->handle : zero; break;
+		case 'U': sub = r->uri[0] ? r->uri : "forkpoint://tasks/00000000000000000000000000000000/result"; break;
+		case 'Q': sub = r->question; break;
+		default: continue;
+		}
+		send_bytes(r, line + start, i - start);
+		send_bytes(r, sub, strlen(sub));
+		start = i + 2;
+		i++;
+	}
+	send_bytes(r, line + start, len - start);
+	if (env.trace)
+		fprintf(stderr, "-> %.*s\n", (int)len, line);
+	if (newline)
+		send_bytes(r, "\n", 1);
+	settle(r, LINE_BUDGET_MS);
+}
+
+static int start(struct run *r)
+{
+	struct supervisor *sv = &r->sv;
+	char err[512];
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 };
+
+	check_rm_rf(env.state);
+	check_rm_rf(env.files);
+	check_mkdir(env.state);
+	check_mkdir(env.files);
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof path, "%s/hello.txt", env.files);
+	check_put(path, "hello, world\n", 13);
+
+	fplog_init(&sv->log, env.null_fd, FPLOG_DEBUG);
+	sv->cfg = env.cfg;
+	sv->bin_dir = env.bin_dir;
+	sv->sandbox = env.sandbox;
+	if (!(sv->state_dir = strdup(env.state)) || !(sv->loop = loop_new()) ||
+	    !(sv->tasks = tasks_new(sv)) || !(sv->transfers = transfers_new(sv)))
+		return -1;
+	if (persist_open(sv, 0, &sv->persist, err, sizeof err) < 0) {
+		fprintf(stderr, "fuzz_rpc: %s\n", err);
+		return -1;
+	}
+	if (!(sv->server = server_new(sv)))
+		return -1;
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		abort();
+	r->in_w = in[1];
+	r->out_r = out[0];
+	fcntl(r->in_w, F_SETFL, O_NONBLOCK);
+	fcntl(r->out_r, F_SETFL, O_NONBLOCK);
+	/* Primary, like stdio: the end of the input stops the supervisor. */
+	if (server_attach(sv->server, in[0], out[1], 1) < 0)
+		abort();
+	tasks_recover(sv->tasks);
+	transfers_recover(sv->transfers);
+	loop_set_turn_hook(sv->loop, on_turn, sv);
+	return 0;
+}
+
+static void stop(struct run *r)
+{
+	struct supervisor *sv = &r->sv;
+	/* As `forkpoint mcp` ends: answers that are durable go out, jobs are killed. */
+	if (sv->server && sv->persist && persist_commit(sv->persist) == 0) {
+		server_release(sv->server);
+		for (int i = 0; i < 4; i++) {
+			server_flush(sv->server);
+			pump(r);
+		}
+	}
+	server_free(sv->server);
+	tasks_free(sv->tasks);
+	persist_close(sv->persist);
+	transfers_free(sv->transfers);
+	loop_free(sv->loop);
+	free(sv->state_dir);
+	if (r->in_w >= 0)
+		close(r->in_w);
+	if (r->out_r >= 0)
+		close(r->out_r);
+	free(r->out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct run r;
+	memset(&r, 0, sizeof r);
+	r.in_w = r.out_r = -1;
+	if (start(&r) < 0)
+		abort();
+
+	const char *p = (const char *)data, *end = p + size;
+	while (p < end && !loop_stopped(r.sv.loop)) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		send_line(&r, p, len, nl != NULL);
+		p += len + (nl ? 1 : 0);
+	}
+	settle(&r, FINAL_BUDGET_MS);
+	close(r.in_w);
+	r.in_w = -1;
+	for (int i = 0; i < 8 && !loop_stopped(r.sv.loop); i++)
+		turn(&r, 1);
+	stop(&r);
+	return 0;
+}

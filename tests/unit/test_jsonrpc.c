@@ -1,0 +1,102 @@
+/* tests/unit/test_jsonrpc.c — proto/jsonrpc.c: classifying lines (requests, notifications,
+ * responses, and each kind of invalid message with its error code), and the builders' output:
+ * one line of valid UTF-8 JSON whatever strings went into it.
+ * Prints "N passed, M failed" last; exits non-zero on any failure. */
+#include "jsonrpc.h"
+#include "frame.h"
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void parse_is(struct tally *t, int line, const char *text, size_t len, enum rpc_kind kind,
+                     int code, const char *msg)
+{
+	struct rpc_msg m;
+	rpc_parse(text, len, &m);
+	CHECKF(t, m.kind == kind && (kind != RPC_INVALID || (m.err_code == code &&
+	       (!msg || (m.err_msg && strcmp(m.err_msg, msg) == 0)))),
+	       "line %d: kind %d code %d msg %s", line, (int)m.kind, m.err_code,
+	       m.err_msg ? m.err_msg : "(none)");
+	rpc_msg_free(&m);
+}
+#define PARSE(text, kind, code, msg) parse_is(t, __LINE__, text, sizeof text - 1, kind, code, msg)
+
+static void test_parse(struct tally *t)
+{
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", RPC_NOTIFICATION, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}", RPC_RESPONSE, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"} \t\r", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"} x", RPC_INVALID, RPC_PARSE_ERROR, NULL);
+	PARSE("[]", RPC_INVALID, RPC_INVALID_REQUEST, "Invalid Request: batches are not supported");
+	PARSE("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[]}", RPC_INVALID,
+	      RPC_INVALID_PARAMS, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\0", RPC_INVALID, RPC_PARSE_ERROR, NULL);
+
+	/* JSON text is UTF-8: raw bytes that are not would reach task arguments and answers. */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xc3\xa9 \xf0\x9f\xa6\xa6\"}", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", RPC_INVALID, RPC_PARSE_ERROR,
+	      "Parse error: not valid UTF-8");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\":\"\xc3\"}}", RPC_INVALID,
+	      RPC_PARSE_ERROR, "Parse error: not valid UTF-8");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xed\xa0\x80\"}", RPC_INVALID, RPC_PARSE_ERROR,
+	      "Parse error: not valid UTF-8");   /* an encoded surrogate */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xc0\xaf\"}", RPC_INVALID, RPC_PARSE_ERROR,
+	      "Parse error: not valid UTF-8");   /* overlong */
+	/* escapes are fine: cJSON turns them into UTF-8 itself */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u00e9\\ud83e\\udda6\"}", RPC_REQUEST, 0, NULL);
+}
+
+/* The builders' text: one line, valid UTF-8, and the JSON it parses back to. */
+static void built_is(struct tally *t, int line, char *s, const char *want)
+{
+	int ok = s && !strchr(s, '\n') && frame_utf8_valid(s, strlen(s)) && strcmp(s, want) == 0;
+	CHECKF(t, ok, "line %d:\n   got:  %s\n   want: %s", line, s ? s : "(null)", want);
+	free(s);
+}
+
+static void test_build(struct tally *t)
+{
+	cJSON *id = cJSON_CreateNumber(7);
+	built_is(t, __LINE__, rpc_error(id, RPC_INVALID_PARAMS, "Unknown tool: x", NULL),
+	         "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: x\"}}");
+	/* A message that clipped a name ("%.100s") inside a character: the stray byte becomes '?'. */
+	built_is(t, __LINE__, rpc_error(id, RPC_INVALID_PARAMS, "Unknown tool: a\xc3", NULL),
+	         "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: a?\"}}");
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "text", "\xc3\xa9 \xe2\x82 \xed\xa0\x80 \xf0\x9f\xa6\xa6 \xff\n");
+	built_is(t, __LINE__, rpc_result(id, r),
+	         "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"text\":\"\xc3\xa9 ?? ??? \xf0\x9f\xa6\xa6 ?\\n\"}}");
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "k\xe2", "v");
+	built_is(t, __LINE__, rpc_notification("n", p),
+	         "{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"k?\":\"v\"}}");
+	built_is(t, __LINE__, rpc_request(id, "elicitation/create", NULL),
+	         "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"elicitation/create\"}");
+	built_is(t, __LINE__, rpc_result(NULL, NULL), "{\"jsonrpc\":\"2.0\",\"id\":null,\"result\":{}}");
+	cJSON_Delete(id);
+}
+
+static void test_same_id(struct tally *t)
+{
+	cJSON *a = cJSON_CreateNumber(1), *b = cJSON_CreateString("1"), *c = cJSON_CreateNumber(1);
+	CHECKF(t, rpc_same_id(a, c) && !rpc_same_id(a, b) && !rpc_same_id(a, NULL), "rpc_same_id");
+	cJSON_Delete(a);
+	cJSON_Delete(b);
+	cJSON_Delete(c);
+}
+
+int main(void)
+{
+	struct tally t = { 0, 0 };
+	test_parse(&t);
+	test_build(&t);
+	test_same_id(&t);
+	return check_done(&t);
+}

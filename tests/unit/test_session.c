@@ -1,0 +1,102 @@
+/* tests/unit/test_session.c — supervisor/session.c on pipes: input split into lines (CR LF,
+ * empty lines, an oversized line reported once and skipped), end of input with and without
+ * anything read first, and output held back until released.
+ * Prints "N passed, M failed" last; exits non-zero on any failure. */
+#include "session.h"
+#include "loop.h"
+#include "check.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* What the callbacks saw: lines joined with '|', "<big>" for an oversized one. */
+struct seen {
+	char lines[256];
+	int eof;
+};
+
+static void on_line(void *arg, const char *line, size_t len)
+{
+	struct seen *s = arg;
+	size_t have = strlen(s->lines);
+	snprintf(s->lines + have, sizeof s->lines - have, "%s%.*s", have ? "|" : "",
+	         line ? (int)len : 5, line ? line : "<big>");
+}
+
+static void on_eof(void *arg)
+{
+	((struct seen *)arg)->eof++;
+}
+
+/* A session reading `input` (then end of input) with lines of at most max_line bytes. */
+static void feed(struct tally *t, int line, const char *input, size_t max_line, const char *want)
+{
+	struct seen seen = { "", 0 };
+	int in[2], out[2];
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		check_die("pipe2");
+	struct loop *l = loop_new();
+	struct session *s = l ? session_new(l, in[0], out[1], max_line, on_line, on_eof, &seen) : NULL;
+	if (!s)
+		check_die("session_new");
+	size_t len = strlen(input);
+	if (len && write(in[1], input, len) != (ssize_t)len)
+		check_die("write");
+	close(in[1]);
+	for (int i = 0; i < 20 && !seen.eof; i++)
+		loop_run_once(l, 100);
+	CHECKF(t, seen.eof == 1 && strcmp(seen.lines, want) == 0, "line %d: eof %d, lines [%s], want [%s]",
+	       line, seen.eof, seen.lines, want);
+	session_free(s);
+	loop_free(l);
+	close(out[0]);
+}
+
+static void test_input(struct tally *t)
+{
+	/* End of input before any byte: nothing is buffered yet, not even a buffer. */
+	feed(t, __LINE__, "", 64, "");
+	feed(t, __LINE__, "a\r\nbb\n\n\r\nccc\n", 64, "a|bb|ccc");
+	/* An unterminated last line is not a message. */
+	feed(t, __LINE__, "a\npartial", 64, "a");
+	feed(t, __LINE__, "123456789\nok\n", 4, "<big>|ok");
+	feed(t, __LINE__, "123456789", 4, "<big>");
+}
+
+static void test_output(struct tally *t)
+{
+	struct seen seen = { "", 0 };
+	int in[2], out[2];
+	char buf[64];
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		check_die("pipe2");
+	struct loop *l = loop_new();
+	struct session *s = l ? session_new(l, in[0], out[1], 64, on_line, on_eof, &seen) : NULL;
+	if (!s)
+		check_die("session_new");
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	CHECKF(t, session_send(s, strdup("{\"a\":1}")) == 0, "send");
+	session_flush(s);
+	CHECKF(t, read(out[0], buf, sizeof buf) < 0, "held until released");
+	CHECKF(t, session_out_pending(s) == 8, "pending %zu", session_out_pending(s));
+	session_release(s);
+	session_flush(s);
+	ssize_t n = read(out[0], buf, sizeof buf);
+	CHECKF(t, n == 8 && memcmp(buf, "{\"a\":1}\n", 8) == 0, "released line (%zd bytes)", n);
+	CHECKF(t, session_send(s, NULL) < 0, "NULL line is out of memory");
+	session_free(s);
+	loop_free(l);
+	close(in[1]);
+	close(out[0]);
+}
+
+int main(void)
+{
+	struct tally t = { 0, 0 };
+	test_input(&t);
+	test_output(&t);
+	return check_done(&t);
+}
