@@ -294,12 +294,53 @@ static int check_type(struct vctx *cx, const cJSON *type, const cJSON *v)
 	return vfail_type(cx, type);
 }
 
+/* JSON equality for enum and const.  cJSON_Compare checks each object member twice (once
+ * from each side), which doubles the work at every level of nesting: exponential in depth,
+ * a hang on a deep value.  Here each pair of members is compared once.  Objects have unique
+ * keys (duplicates are refused when parsing), so equal sizes plus a match for every member of
+ * a is equality. */
+static int json_equal(const cJSON *a, const cJSON *b)
+{
+	if ((a->type & 0xFF) != (b->type & 0xFF))
+		return 0;
+	switch (a->type & 0xFF) {
+	case cJSON_False:
+	case cJSON_True:
+	case cJSON_NULL:
+		return 1;
+	case cJSON_Number:
+		return a->valuedouble == b->valuedouble;
+	case cJSON_String:
+		return strcmp(a->valuestring, b->valuestring) == 0;
+	case cJSON_Array: {
+		const cJSON *x = a->child, *y = b->child;
+		for (; x && y; x = x->next, y = y->next)
+			if (!json_equal(x, y))
+				return 0;
+		return !x && !y;
+	}
+	case cJSON_Object: {
+		if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b))
+			return 0;
+		const cJSON *x;
+		cJSON_ArrayForEach(x, a) {
+			const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, x->string);
+			if (!y || !json_equal(x, y))
+				return 0;
+		}
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
 static int check_enum_const(struct vctx *cx, const cJSON *schema, const cJSON *v)
 {
 	const cJSON *en = get(schema, "enum"), *e;
 	if (en) {
 		cJSON_ArrayForEach(e, en)
-			if (cJSON_Compare(v, e, 1))
+			if (json_equal(v, e))
 				goto enum_ok;
 		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
 		msg_add(&m, "must be one of ");
@@ -313,7 +354,7 @@ static int check_enum_const(struct vctx *cx, const cJSON *schema, const cJSON *v
 	}
 enum_ok:;
 	const cJSON *c = get(schema, "const");
-	if (c && !cJSON_Compare(v, c, 1)) {
+	if (c && !json_equal(v, c)) {
 		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
 		msg_add(&m, "must be exactly ");
 		msg_json(&m, c);

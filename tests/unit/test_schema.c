@@ -366,6 +366,39 @@ static void test_depth(struct tally *t)
 	cJSON_Delete(v);
 }
 
+/* enum/const against deep values: each level must be compared once, not twice (a doubling at
+ * every level is a hang at depth 40). */
+static void test_enum_deep(struct tally *t)
+{
+	char schema[4096] = "{\"enum\":[", val[4096] = "";
+	size_t n = strlen(schema), m = 0;
+	for (int i = 0; i < 40; i++) {
+		n += (size_t)snprintf(schema + n, sizeof schema - n, "{\"a\":1,\"b\":");
+		m += (size_t)snprintf(val + m, sizeof val - m, "{\"b\":");
+	}
+	n += (size_t)snprintf(schema + n, sizeof schema - n, "0");
+	m += (size_t)snprintf(val + m, sizeof val - m, "0");
+	for (int i = 0; i < 40; i++) {
+		n += (size_t)snprintf(schema + n, sizeof schema - n, "}");
+		m += (size_t)snprintf(val + m, sizeof val - m, ",\"a\":1}");
+	}
+	snprintf(schema + n, sizeof schema - n, "]}");
+	cJSON *sc = cJSON_Parse(schema), *v = cJSON_Parse(val);
+	char err[512], field[256];
+	CHECKF(t, sc && v && schema_check(sc, err, sizeof err) == 0, "deep enum schema: %s", err);
+	double t0 = check_now();
+	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
+	double took = check_now() - t0;
+	CHECKF(t, rc == 0, "deep equal value refused: %s", err);
+	CHECKF(t, took < 1.0, "deep enum compare took %.2f s", took);
+	cJSON *w = cJSON_GetObjectItem(v, "a");
+	cJSON_SetNumberValue(w, 2);
+	rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1, "a different deep value passed the enum");
+	cJSON_Delete(sc);
+	cJSON_Delete(v);
+}
+
 static int valid_utf8(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -428,6 +461,7 @@ int main(void)
 	test_numbers(&t);
 	test_strings(&t);
 	test_enum_const(&t);
+	test_enum_deep(&t);
 	test_arrays(&t);
 	test_objects(&t);
 	test_defaults(&t);
