@@ -105,16 +105,16 @@ cat "$out" | tail -n 4
 if [ "$rc" -eq 0 ]; then add crash "$kills" 0; else add crash 0 1; fi
 rm -f "$out"
 
-# ---- fuzzing: a short libFuzzer run of the journal replay and frame decoder targets ----
+# ---- fuzzing: a short libFuzzer run of every target (journal, frames, config, schema, JSON-RPC) ----
 case "$BUILD" in
 *san*) ;;
 *)
 	if command -v clang >/dev/null 2>&1; then
 		out=$(mktemp)
-		make --no-print-directory fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-15}" >"$out" 2>&1
+		make --no-print-directory fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-12}" >"$out" 2>&1
 		rc=$?
 		grep -E '^fuzz ' "$out" || cat "$out"
-		if [ "$rc" -eq 0 ]; then add fuzz 2 0; else add fuzz 0 1; fi
+		if [ "$rc" -eq 0 ]; then add fuzz 5 0; else add fuzz 0 1; fi
 		rm -f "$out"
 	else
 		echo "fuzz: skipped (clang not installed)"

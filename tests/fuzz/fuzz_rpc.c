@@ -38,8 +38,8 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define LINE_BUDGET_MS  25    /* per input line: time for the jobs it started to settle */
-#define FINAL_BUDGET_MS 60    /* after the last line */
+#define LINE_BUDGET_MS  15    /* per input line: time for the jobs it started to settle */
+#define FINAL_BUDGET_MS 40    /* after the last line */
 #define REMEMBERED      256   /* longest id, URI or question id spliced back into input */
 
 /* What lives for the whole process (libFuzzer gives the target no context argument): the
@@ -85,7 +85,7 @@ static const char config_fmt[] =
 	"   \"outputSchema\": {\"type\": \"object\"},"
 	"   \"command\": [\"/bin/true\"], \"mode\": \"sync\", \"sandbox\": {\"profile\": \"none\"}},"
 	"  {\"name\": \"nap\", \"inputSchema\": {\"type\": \"object\", \"properties\": {"
-	"     \"s\": {\"type\": \"string\", \"enum\": [\"0\", \"0.01\", \"0.03\"], \"default\": \"0.01\"}}},"
+	"     \"s\": {\"type\": \"string\", \"enum\": [\"0\", \"0.002\", \"0.01\"], \"default\": \"0.002\"}}},"
 	"   \"command\": [\"/bin/sleep\", \"{s}\"], \"mode\": \"auto\", \"waitSeconds\": 0.005,"
 	"   \"timeoutSeconds\": 1, \"sandbox\": {\"profile\": \"none\"}},"
 	"  {\"name\": \"flaky\", \"command\": [\"/bin/false\"], \"retries\": 1, \"resume\": \"restart\","
@@ -285,11 +285,12 @@ static void turn(struct run *r, int wait_ms)
 	pump(r);
 }
 
-/* A job was started and has not yet finished, asked, or gone to wait for a retry. */
+/* A job is running and has not yet finished or asked.  Queued tasks do not count: they start
+ * only when a running job ends, and jobs waiting for an answer may hold every slot. */
 static int busy(struct supervisor *sv)
 {
 	for (struct task *t = tasks_newest(sv->tasks); t; t = t->next)
-		if (t->status == TASK_WORKING && !t->retry_timer && (t->job || t->queued))
+		if (t->status == TASK_WORKING && t->job)
 			return 1;
 	return 0;
 }
