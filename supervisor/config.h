@@ -55,6 +55,8 @@ struct server_cfg {
 	long max_frame_bytes;    /* default FRAME_MAX_DEFAULT */
 	long log_max_bytes;      /* per-task captured output cap; default 8 MiB */
 	long result_inline_bytes;/* larger results go to a resource link (issue 5); default 64 KiB */
+	long journal_segment_bytes; /* roll to a new journal segment past this; default 64 MiB */
+	long compact_min_bytes;  /* journal size before the first compaction; default 8 MiB */
 };
 
 struct config {

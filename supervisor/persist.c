@@ -24,6 +24,7 @@ struct persist {
 	int64_t last_progress_flush;
 	struct loop_timer *progress_timer;
 	uint64_t snapshot_bytes;
+	uint64_t compact_min;                 /* server.compactMinBytes */
 };
 
 /* ---- encoding ------------------------------------------------------------------------------ */
@@ -424,7 +425,7 @@ int persist_maybe_compact(struct persist *p)
 	if (p->read_only)
 		return 0;
 	uint64_t total = journal_total_bytes(p->j);
-	if (total < COMPACT_MIN_BYTES + 2 * p->snapshot_bytes)
+	if (total < p->compact_min + 2 * p->snapshot_bytes)
 		return 0;
 	return persist_compact(p);
 }
@@ -810,7 +811,13 @@ int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void
 	}
 	p->sv = sv;
 	p->read_only = read_only;
+	/* ls/show/fsck may run without a config: the journal's defaults then apply. */
 	struct journal_opts o = { .read_only = read_only };
+	p->compact_min = COMPACT_MIN_BYTES;
+	if (sv->cfg) {
+		o.segment_bytes = (uint64_t)sv->cfg->server.journal_segment_bytes;
+		p->compact_min = (uint64_t)sv->cfg->server.compact_min_bytes;
+	}
 	struct replay rp = { .p = p, .tap = tap, .tap_arg = tap_arg };
 	int rc = journal_open(sv->state_dir, &o, replay_cb, journal_log, &rp, &p->j, err, errlen);
 	if (rc < 0) {

@@ -121,7 +121,8 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		"{\n"
 		"  \"server\": {\"name\": \"demo\", \"maxConcurrent\": 8, \"maxQueue\": 0,\n"
 		"    \"fileRoots\": [\"./data\", \"/srv//x/../y/\"], \"cancelGraceSeconds\": 2.5,\n"
-		"    \"maxFrameBytes\": 1048576, \"logMaxBytes\": 65536, \"resultInlineBytes\": 1024},\n"
+		"    \"maxFrameBytes\": 1048576, \"logMaxBytes\": 65536, \"resultInlineBytes\": 1024,\n"
+		"    \"journalSegmentBytes\": 65536, \"compactMinBytes\": 4096},\n"
 		"  \"tools\": [\n"
 		"    {\"name\": \"generate-report\", \"title\": \"Generate a report\",\n"
 		"     \"description\": \"Writes a report.\",\n"
@@ -156,6 +157,8 @@ static void test_full(struct tally *t, const struct fixture *fx)
 	CHECKF(t, s->cancel_grace_seconds == 2.5, "grace %g", s->cancel_grace_seconds);
 	CHECKF(t, s->max_frame_bytes == 1048576 && s->log_max_bytes == 65536 &&
 	      s->result_inline_bytes == 1024, "byte limits");
+	CHECKF(t, s->journal_segment_bytes == 65536 && s->compact_min_bytes == 4096, "journal sizes %ld %ld",
+	       s->journal_segment_bytes, s->compact_min_bytes);
 
 	CHECKF(t, c->n_tools == 3, "n_tools %zu", c->n_tools);
 	const struct tool_cfg *r = config_tool(c, "generate-report");
@@ -219,7 +222,8 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		CHECKF(t, STREQ(s->name, "forkpoint") && s->max_concurrent == 4 && s->max_queue == 1000 &&
 		      s->n_file_roots == 0 && s->cancel_grace_seconds == 5 &&
 		      s->max_frame_bytes == FRAME_MAX_DEFAULT && s->log_max_bytes == 8L << 20 &&
-		      s->result_inline_bytes == 64L << 10, "server defaults");
+		      s->result_inline_bytes == 64L << 10 && s->journal_segment_bytes == 64L << 20 &&
+		      s->compact_min_bytes == 8L << 20, "server defaults");
 	}
 	config_free(c);
 }
@@ -248,6 +252,10 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	         "server.maxQueue: must be an integer >= 0 (got 1.5)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"maxFrameBytes\":67108865},\"tools\":[]}", 0,
 	         "server.maxFrameBytes: must be an integer <= 67108864 (got 67108865)");
+	load_err(t, fx, __LINE__, "{\"server\":{\"journalSegmentBytes\":4095},\"tools\":[]}", 0,
+	         "server.journalSegmentBytes: must be an integer >= 4096 (got 4095)");
+	load_err(t, fx, __LINE__, "{\"server\":{\"compactMinBytes\":1e13},\"tools\":[]}", 0,
+	         "server.compactMinBytes: must be an integer <= 1099511627776 (got 10000000000000)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":-1},\"tools\":[]}", 0,
 	         "server.cancelGraceSeconds: must be a number >= 0 (got -1)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":1e400},\"tools\":[]}", 0,
