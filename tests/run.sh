@@ -98,7 +98,7 @@ fi
 # each restart (tests/crash/crash.mjs; `make torture N=1000` is the long run) ----
 case "$BUILD" in
 *san*) kills=${KILLS:-50} ;;   # the sanitizer build is slower; the plain build does the full run
-*) kills=${KILLS:-200} ;;
+*) kills=${KILLS:-250} ;;
 esac
 out=$(mktemp)
 "$NODE" tests/crash/crash.mjs --kills "$kills" >"$out" 2>&1

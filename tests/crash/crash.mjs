@@ -25,7 +25,8 @@
 //     nothing at all.
 // Usage: node tests/crash/crash.mjs [--kills N] [--seed S] [--legacy-restore]
 //   (BUILD=build by default; --legacy-restore runs the jobs with the old `restore || step=0`
-//   idiom, to show what the side-effect check catches.)
+//   idiom, to show what the side-effect check catches; --no-pipelined-commit sends an upload's
+//   commit only after its writes were answered, to tell other defects apart from commit ordering.)
 import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -37,6 +38,7 @@ const opt = (name, dflt) => { const i = args.indexOf(name); return i >= 0 ? args
 const KILLS = parseInt(opt('--kills', process.env.KILLS || '200'), 10);
 let seed = parseInt(opt('--seed', process.env.SEED || String(Date.now() % 1000000)), 10);
 const IDIOM = args.includes('--legacy-restore') ? 'legacy' : 'exact';
+const PIPE_COMMIT = !args.includes('--no-pipelined-commit');
 const BUILD = process.env.BUILD || 'build';
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BIN = path.join(ROOT, BUILD, 'forkpoint');
@@ -100,7 +102,8 @@ fs.writeFileSync(path.join(tmp, 'config.json'), JSON.stringify(config));
 let lifeNo = 0;
 function fail(msg) {
   for (const u of uploads) if (msg.startsWith(`upload ${u.n}:`)) msg += `\nits answers, oldest first:\n  ${u.hist.join('\n  ')}`;
-  console.error(`crash test FAILED (seed ${origSeed}${IDIOM === 'legacy' ? ', --legacy-restore' : ''}): ${msg}`);
+  console.error(`crash test FAILED (seed ${origSeed}${IDIOM === 'legacy' ? ', --legacy-restore' : ''}` +
+    `${PIPE_COMMIT ? '' : ', --no-pipelined-commit'}): ${msg}`);
   if (serverNotes.length) console.error(`recent server log lines about the journal and transfers:\n  ${serverNotes.join('\n  ')}`);
   console.error(`state dir kept at ${stateDir}`);
   console.log('0 passed, 1 failed');
@@ -226,26 +229,32 @@ class Watch {
 
 // Kill points on file system events: [event, name glob, nth] and the folders to watch.
 const STATE_DIRS = () => [path.join(stateDir, 'journal'), path.join(stateDir, 'blobs')];
-const FS_RULES = [
-  () => [['create', '*.seg.tmp', '1'], STATE_DIRS()],                  // a roll or a compaction begins
-  () => [['modify', '*.seg.tmp', String(randInt(1, 3))], STATE_DIRS()], // a snapshot being written
-  () => [['moved_to', '*.seg', '1'], STATE_DIRS()],                    // a new segment published
-  () => [['delete', '*.seg', '1'], STATE_DIRS()],                      // segments older than a snapshot removed
-  () => [['create', '.tmp-*', '1'], STATE_DIRS()],                     // a blob being written
-  () => [['moved_to', '[0-9a-f]*', '1'], STATE_DIRS()],                // a blob published
-  () => [['open', '*.seg', String(randInt(1, 2))], STATE_DIRS()],      // start-up replay
-  () => [['create', '*torn*', '1'], STATE_DIRS()],                     // start-up cutting a torn tail
-  () => [['create', 'u*.bin', '1'], [filesDir]],                       // an upload's commit: linked into place
-  () => [['delete', '.fp-upload-*', '1'], [filesDir]],                 // an upload's commit: staging name removed
-  () => [['open', 'sidefx.sh', String(randInt(1, 2))], [path.dirname(SIDEFX)]], // a job starting
-  () => [['open', 'forkpoint-job', String(randInt(1, 4))], [path.dirname(JOBHELPER)]], // a job's helper call
+const FS_RULES = [ // [weight, rule]
+  [2, () => [['create', '*.seg.tmp', '1'], STATE_DIRS()]],                  // a roll or a compaction begins
+  [2, () => [['modify', '*.seg.tmp', String(randInt(1, 3))], STATE_DIRS()]], // a snapshot being written
+  [2, () => [['moved_to', '*.seg', '1'], STATE_DIRS()]],                    // a new segment published
+  [2, () => [['delete', '*.seg', '1'], STATE_DIRS()]],                      // segments older than a snapshot removed
+  [1, () => [['create', '.tmp-*', '1'], STATE_DIRS()]],                     // a blob being written
+  [1, () => [['moved_to', '[0-9a-f]*', '1'], STATE_DIRS()]],                // a blob published
+  [1, () => [['open', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],      // start-up replay
+  [1, () => [['create', '*torn*', '1'], STATE_DIRS()]],                     // start-up cutting a torn tail
+  [4, () => [['moved_to', 'u*.bin', '1'], [filesDir]]],                     // an upload's commit renaming into place
+  [1, () => [['modify', '.fp-upload-*', String(randInt(1, 3))], [filesDir]]], // an upload's chunk being written
+  [2, () => [['open', 'sidefx.sh', String(randInt(1, 2))], [path.dirname(SIDEFX)]]], // a job starting
+  [2, () => [['open', 'forkpoint-job', String(randInt(1, 4))], [path.dirname(JOBHELPER)]]], // a job's helper call
 ];
+function pickRule() {
+  let r = rand() * FS_RULES.reduce((n, [w]) => n + w, 0);
+  for (const [w, f] of FS_RULES) if ((r -= w) < 0) return f();
+  return FS_RULES[0][1]();
+}
 
 // ---- what the driver knows was acknowledged ---------------------------------------------------
 
 const model = new Map(); // id -> {tool, terminal, result, cancelAcked, answered:Set, seen, acks, q}
 const uploads = [];       // {n, path, data, sha, handle, acked, committed}
 const kills = [];         // times SIGKILL was sent to a supervisor
+const lives = [];         // {k, plan, start, end, fired}: how each life went, for failure reports
 const fired = new Map();  // kill point -> times it fired
 let checks = 0;
 let compactions = 0;
@@ -416,13 +425,13 @@ function uploadReqs(reqs, after) {
     });
     return;
   }
-  const n = randInt(1, 3);
+  const n = u.cursor >= u.data.length ? 0 : randInt(1, 3);
   for (let i = 0, off = u.cursor; i < n && off < u.data.length; i++, off += CHUNK) {
     reqs.push(['file_transfer_write', { handle: u.handle, offset: off,
       data: u.data.subarray(off, off + CHUNK).toString('base64') }]);
     after.push((v) => observeUpload(u, 'write', v));
   }
-  if (u.cursor + n * CHUNK >= u.data.length) {
+  if (u.cursor + n * CHUNK >= u.data.length && (PIPE_COMMIT || u.cursor >= u.data.length)) {
     reqs.push(['file_transfer_commit', { handle: u.handle }]);
     after.push((v) => observeUpload(u, 'commit', v));
   }
@@ -498,6 +507,13 @@ function fsck(clean) {
   fail(`fsck after a ${clean ? 'clean shutdown' : 'kill'} (exit ${r.status}): ${out.slice(0, 600)}`);
 }
 
+// The lives around time `at` (ms), for a failure message.
+function livesAround(at) {
+  return lives.filter((l) => l.end >= at - 2000 && l.start <= at + 500)
+    .map((l) => `life ${l.k} ${l.plan}: ${(l.start - at).toFixed(1)} .. ${(l.end - at).toFixed(1)} ms${l.fired ? `, fired on ${l.fired}` : ''}`)
+    .join('\n  ');
+}
+
 // The side-effect logs: no attempt that started after a checkpoint was acknowledged re-runs a
 // step it covers; no job writes long after its supervisor was killed.
 function checkSideEffects() {
@@ -525,7 +541,8 @@ function checkSideEffects() {
           const rerun = k.begins.find(([, b]) => b <= s);
           if (k.resume > ackAt && rerun)
             fail(`task ${id} (${t.tool}): attempt ${tok} started ${(k.resume - ackAt).toFixed(1)} ms after checkpoint ${s} was ` +
-              `acknowledged and ran step ${rerun[1]} again (a side effect repeated)\n${fs.readFileSync(file, 'utf8')}`);
+              `acknowledged and ran step ${rerun[1]} again (a side effect repeated)\n${fs.readFileSync(file, 'utf8')}` +
+              `lives around the attempt's start (times relative to it):\n  ${livesAround(k.first)}`);
           if (k.resume > ackAt && k.from < s)
             fail(`task ${id} (${t.tool}): attempt ${tok} started ${(k.resume - ackAt).toFixed(1)} ms after checkpoint ${s} was ` +
               `acknowledged, but resumed from ${k.from}\n${fs.readFileSync(file, 'utf8')}`);
@@ -545,9 +562,9 @@ function checkSideEffects() {
 function planLife(k) {
   const r = rand();
   if (k === 0) return { kind: 'timer' };
-  if (r < 0.30) return { kind: 'timer' };
-  if (r < 0.50) return { kind: 'ack', n: randInt(1, 12) };
-  if (r < 0.85) return { kind: 'fs', rule: pick(FS_RULES)() };
+  if (r < 0.25) return { kind: 'timer' };
+  if (r < 0.45) return { kind: 'ack', n: randInt(1, 12) };
+  if (r < 0.85) return { kind: 'fs', rule: pickRule() };
   if (r < 0.95) return { kind: 'startup', ms: randInt(0, 25) };
   return { kind: 'clean' };
 }
@@ -562,6 +579,8 @@ async function life(k) {
     await watch.ready;
   }
   const srv = new Server({ killAfterAcks: plan.kind === 'ack' ? plan.n : 0 });
+  const rec = { k, plan: JSON.stringify(plan), start: Date.now(), end: 0, fired: null };
+  lives.push(rec);
   if (watch) watch.arm(srv);
   if (plan.kind === 'startup') setTimeout(() => srv.kill(), plan.ms);
   const up = await srv.init();
@@ -580,6 +599,8 @@ async function life(k) {
     ex = await srv.kill();
   }
   if (watch) await watch.stop();
+  rec.end = srv.killedAt || Date.now();
+  rec.fired = watch && watch.fired;
   if (ex.sig !== 'SIGKILL' && ex.code !== 0) fail(`server exited by itself: ${JSON.stringify(ex)}\n${srv.stderr}`);
   fsck(plan.kind === 'clean' && ex.code === 0);
   if (k % 25 === 24) checkSideEffects();
