@@ -233,13 +233,16 @@ const FS_RULES = [ // [weight, rule]
   [2, () => [['create', '*.seg.tmp', '1'], STATE_DIRS()]],                  // a roll or a compaction begins
   [2, () => [['modify', '*.seg.tmp', String(randInt(1, 3))], STATE_DIRS()]], // a snapshot being written
   [2, () => [['moved_to', '*.seg', '1'], STATE_DIRS()]],                    // a new segment published
-  [2, () => [['delete', '*.seg', '1'], STATE_DIRS()]],                      // segments older than a snapshot removed
+  [2, () => [['delete', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],                    // segments older than a snapshot removed
   [1, () => [['create', '.tmp-*', '1'], STATE_DIRS()]],                     // a blob being written
   [1, () => [['moved_to', '[0-9a-f]*', '1'], STATE_DIRS()]],                // a blob published
   [1, () => [['open', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],      // start-up replay
   [1, () => [['create', '*torn*', '1'], STATE_DIRS()]],                     // start-up cutting a torn tail
-  [4, () => [['moved_to', 'u*.bin', '1'], [filesDir]]],                     // an upload's commit renaming into place
-  [1, () => [['modify', '.fp-upload-*', String(randInt(1, 3))], [filesDir]]], // an upload's chunk being written
+  // An upload's commit publishing the file (renamed, or linked, into place); a chunk being staged
+  // (next to the destination, or in the state dir).
+  [2, () => [['moved_to', 'u*.bin', '1'], [filesDir]]],
+  [2, () => [['create', 'u*.bin', '1'], [filesDir]]],
+  [1, () => [['modify', '*.part', String(randInt(1, 3))], [filesDir, path.join(stateDir, 'uploads')]]],
   [2, () => [['open', 'sidefx.sh', String(randInt(1, 2))], [path.dirname(SIDEFX)]]], // a job starting
   [2, () => [['open', 'forkpoint-job', String(randInt(1, 4))], [path.dirname(JOBHELPER)]]], // a job's helper call
 ];
