@@ -230,21 +230,26 @@ class Watch {
 // Kill points on file system events: [event, name glob, nth] and the folders to watch.
 const STATE_DIRS = () => [path.join(stateDir, 'journal'), path.join(stateDir, 'blobs')];
 const FS_RULES = [ // [weight, rule]
-  [2, () => [['create', '*.seg.tmp', '1'], STATE_DIRS()]],                  // a roll or a compaction begins
-  [2, () => [['modify', '*.seg.tmp', String(randInt(1, 3))], STATE_DIRS()]], // a snapshot being written
-  [2, () => [['moved_to', '*.seg', '1'], STATE_DIRS()]],                    // a new segment published
-  [2, () => [['delete', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],                    // segments older than a snapshot removed
-  [1, () => [['create', '.tmp-*', '1'], STATE_DIRS()]],                     // a blob being written
-  [1, () => [['moved_to', '[0-9a-f]*', '1'], STATE_DIRS()]],                // a blob published
-  [1, () => [['open', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],      // start-up replay
-  [1, () => [['create', '*torn*', '1'], STATE_DIRS()]],                     // start-up cutting a torn tail
-  // An upload's commit publishing the file (renamed, or linked, into place); a chunk being staged
-  // (next to the destination, or in the state dir).
+  // a roll or a compaction begins; a snapshot being written; a new segment published; segments
+  // older than a snapshot removed
+  [2, () => [['create', '*.seg.tmp', '1'], STATE_DIRS()]],
+  [2, () => [['modify', '*.seg.tmp', String(randInt(1, 3))], STATE_DIRS()]],
+  [2, () => [['moved_to', '*.seg', '1'], STATE_DIRS()]],
+  [2, () => [['delete', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],
+  // a blob being written; a blob published
+  [1, () => [['create', '.tmp-*', '1'], STATE_DIRS()]],
+  [1, () => [['moved_to', '[0-9a-f]*', '1'], STATE_DIRS()]],
+  // start-up: replay opening a segment; a torn tail being cut
+  [1, () => [['open', '*.seg', String(randInt(1, 2))], STATE_DIRS()]],
+  [1, () => [['create', '*torn*', '1'], STATE_DIRS()]],
+  // an upload's commit publishing the file (renamed, or linked, into place); a chunk being
+  // staged (next to the destination, or in the state dir)
   [2, () => [['moved_to', 'u*.bin', '1'], [filesDir]]],
   [2, () => [['create', 'u*.bin', '1'], [filesDir]]],
   [1, () => [['modify', '*.part', String(randInt(1, 3))], [filesDir, path.join(stateDir, 'uploads')]]],
-  [2, () => [['open', 'sidefx.sh', String(randInt(1, 2))], [path.dirname(SIDEFX)]]], // a job starting
-  [2, () => [['open', 'forkpoint-job', String(randInt(1, 4))], [path.dirname(JOBHELPER)]]], // a job's helper call
+  // a job's script starting; one of its forkpoint-job calls starting
+  [2, () => [['open', 'sidefx.sh', String(randInt(1, 2))], [path.dirname(SIDEFX)]]],
+  [2, () => [['open', 'forkpoint-job', String(randInt(1, 4))], [path.dirname(JOBHELPER)]]],
 ];
 function pickRule() {
   let r = rand() * FS_RULES.reduce((n, [w]) => n + w, 0);
