@@ -312,7 +312,7 @@ function observe(id, v) {
 
 function newTaskArgs(tool) {
   if (tool === 'plain') return { n: randInt(1, 5) };
-  if (tool.startsWith('steps')) return { steps: randInt(6, 12), delayMs: randInt(80, 200), pad: pick([8, 8, 1500]) };
+  if (tool.startsWith('steps')) return { steps: randInt(6, 12), delayMs: randInt(80, 200), pad: pick([8, 900, 1500]) };
   return { topic: `t${model.size}`, sections: randInt(2, 6), delayMs: randInt(40, 160), ask: rand() < 0.3 };
 }
 
