@@ -49,6 +49,9 @@ const JOBHELPER = path.join(ROOT, BUILD, 'forkpoint-job');
 const SIDEFX = path.join(ROOT, 'tests', 'helpers', 'sidefx.sh');
 const GRACE_MS = 1500;     // a job whose supervisor died must have stopped writing by then
 const CHUNK = 16384;       // upload chunk
+// Three tools keep finished tasks this long: start-up expires them, so the live state stays small
+// enough for frequent compactions, and expiry itself is crashed into.
+const SHORT_TTL_S = 2;
 
 function rand() { // xorshift32: a failing run can be replayed with --seed
   seed ^= seed << 13; seed >>>= 0; seed ^= seed >>> 17; seed ^= seed << 5; seed >>>= 0;
@@ -89,10 +92,10 @@ const config = {
     journalSegmentBytes: 8192, compactMinBytes: 65536 },
   tools: [
     { name: 'report', inputSchema: reportSchema, command: [REPORT], resume: 'checkpoint' },
-    { name: 'report-restart', inputSchema: reportSchema, command: [REPORT], resume: 'restart' },
-    { name: 'report-fail', inputSchema: reportSchema, command: [REPORT], resume: 'fail' },
+    { name: 'report-restart', inputSchema: reportSchema, command: [REPORT], resume: 'restart', ttlSeconds: SHORT_TTL_S },
+    { name: 'report-fail', inputSchema: reportSchema, command: [REPORT], resume: 'fail', ttlSeconds: SHORT_TTL_S },
     { name: 'plain', inputSchema: { type: 'object', properties: { n: { type: 'integer', default: 3 } } },
-      command: [PLAIN, '{n}'] },
+      command: [PLAIN, '{n}'], ttlSeconds: SHORT_TTL_S },
     sidefx('steps', 'default'),
     sidefx('steps-none', 'none'),
   ],
@@ -274,6 +277,18 @@ function observe(id, v) {
   checks++;
   if (!v) return;
   if (v.status === 'failed' && v.error && v.error.code === 'unknown_task') fail(`task ${id} (${t.tool}) was lost`);
+  // Expired: only a short-TTL tool's task, never before its expiresAt (or creation + TTL when
+  // its end was never seen), and for good.
+  if (v.status === 'failed' && v.error && v.error.code === 'expired' && !v.taskId) {
+    const ttl = config.tools.find((x) => x.name === t.tool).ttlSeconds;
+    const earliest = t.expiresAt ?? t.createdAt + (ttl ?? 0) * 1000;
+    if (!ttl || Date.now() < earliest - 1000)
+      fail(`task ${id} (${t.tool}) answers expired ${ttl ? `${earliest - Date.now()} ms before its expiry` : 'but its tool keeps tasks a day'}` +
+        ` (it was ${t.terminal || 'not seen finished'})`);
+    t.terminal = t.expired = 'expired';
+    return;
+  }
+  if (t.expired) fail(`task ${id} (${t.tool}) had expired, now answers ${JSON.stringify(v).slice(0, 300)}`);
   if (!v.taskId || v.taskId !== id) fail(`get ${id} answered ${JSON.stringify(v).slice(0, 300)}`);
   if (t.terminal) {
     if (v.status !== t.terminal) fail(`task ${id} was ${t.terminal}, now ${v.status}`);
@@ -296,6 +311,7 @@ function observe(id, v) {
   if (['completed', 'failed', 'cancelled'].includes(v.status)) {
     t.terminal = v.status;
     t.result = JSON.stringify(v.result ?? null);
+    t.expiresAt = Date.parse(v.expiresAt);
     ackedOps++;
     const need = Math.max(0, ...t.seen.filter(([a]) => a < v.attempt).map(([, n]) => n));
     if (v.status === 'completed' && t.tool === 'report' && v.result.resumedFrom < need)
@@ -320,7 +336,7 @@ function created(tool, a, v) {
   if (v === null) return;
   if (!v || !/^[0-9a-f]{32}$/.test(v.taskId)) fail(`bad handle ${JSON.stringify(v)}`);
   ackedOps++;
-  model.set(v.taskId, { tool, sections: a.sections ?? a.steps, terminal: null, result: null, cancelAcked: false,
+  model.set(v.taskId, { tool, sections: a.sections ?? a.steps, createdAt: Date.now(), terminal: null, result: null, cancelAcked: false,
     answered: new Set(), seen: [], acks: new Map(), q: null });
 }
 
@@ -414,7 +430,7 @@ async function burst(srv) {
 // cursor with the commit right behind them, without waiting.
 function uploadReqs(reqs, after) {
   let u = uploads.find((x) => !x.committed && rand() < 0.5);
-  if (!u && uploads.every((x) => x.committed) && rand() < 0.15) {
+  if (!u && uploads.every((x) => x.committed) && rand() < 0.06) {
     const data = crypto.randomBytes(CHUNK * randInt(2, 5) + randInt(0, 999));
     u = { n: uploads.length, path: path.join(filesDir, `u${uploads.length}.bin`), data, sha: sha256(data),
       handle: null, acked: 0, cursor: 0, committed: false, hist: [] };
