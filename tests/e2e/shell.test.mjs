@@ -3,7 +3,8 @@
 import fs from 'node:fs';
 import { after, before, describe, it } from 'node:test';
 import {
-	assert, call, getTask, isStatus, SHELL_REPORT, startServer, startTask, waitTask,
+	assert, call, getTask, helper, isStatus, marker, pidsWithMarker, rawToolResult, SHELL_REPORT,
+	startRaw, startServer, startTask, stubbornTool, until, waitGone, waitTask,
 } from './lib.mjs';
 
 describe('shell job through forkpoint-job', () => {
@@ -45,5 +46,79 @@ describe('shell job through forkpoint-job', () => {
 		const t = await waitTask(srv.client, h.taskId, isStatus('completed'));
 		assert.deepEqual(t.result, { steps: 5, resumedFrom: 0, summary: false });
 		assert.equal((await getTask(srv.client, h.taskId)).status, 'completed');
+	});
+});
+
+// The supervisor is SIGKILLed while a job and its children run: they must go promptly, not
+// carry on beside the attempt that the next supervisor resumes.
+describe('supervisor death ends the job tree', () => {
+	// A shell job under profile none with three children (two in the background); every
+	// process carries the marker in its argv.
+	const sleeper = helper('sleeper');
+	const script = `"${sleeper}" 300 - "$1" & "${sleeper}" 300 - "$1" & "${sleeper}" 300 - "$1"; wait`;
+	const noneTool = {
+		name: 'family',
+		description: 'A shell with children, unconfined.',
+		inputSchema: { type: 'object', properties: { mark: { type: 'string' } }, required: ['mark'] },
+		command: ['/bin/sh', '-c', script, 'sh', '{mark}'],
+		sandbox: { profile: 'none' },
+	};
+
+	async function killSupervisorDuring(tool, mark, count) {
+		const raw = startRaw({ tools: [tool] });
+		let pids = [];
+		try {
+			await raw.initialize();
+			const r = await raw.request(1, 'tools/call', { name: tool.name, arguments: { mark } });
+			assert.ok(!rawToolResult(r).isError, JSON.stringify(r));
+			pids = await until(() => { const p = pidsWithMarker(mark); return p.length >= count ? p : null; },
+				10000, `${count} job processes to run`);
+			await raw.kill();
+			return await waitGone(pids, 2000, 'job tree after the supervisor died');
+		} finally {
+			await raw.close();
+		}
+	}
+
+	it('profile none: the job and its children are gone within 2 s of a SIGKILL', async () => {
+		const ms = await killSupervisorDuring(noneTool, marker('orphan'), 4);
+		assert.ok(ms < 2000, `gone after ${ms} ms`);
+	});
+
+	it('profile none: a job that signals its own group still dies with the supervisor', async () => {
+		// `kill -TERM 0` reaches the whole process group; the job itself ignores it.
+		const trapScript = `trap '' TERM; kill -TERM 0; ${script}`;
+		const tool = { ...noneTool, name: 'family-kill0', command: ['/bin/sh', '-c', trapScript, 'sh', '{mark}'] };
+		await killSupervisorDuring(tool, marker('kill0'), 4);
+	});
+
+	it('profile none: exit status, output and cancel work through the keeper', async () => {
+		const srv = await startServer({
+			tools: [
+				{ ...noneTool, name: 'seven', command: ['/bin/sh', '-c', 'echo "ppid $PPID"; exit 7'] },
+				noneTool,
+			],
+		});
+		try {
+			const h = await startTask(srv.client, 'seven', { mark: 'x' });
+			const t = await waitTask(srv.client, h.taskId, isStatus('failed'), { timeoutMs: 10000 });
+			assert.equal(t.error.exitCode, 7, JSON.stringify(t.error));
+			assert.match(t.error.output, /ppid \d+/);
+			assert.doesNotMatch(t.error.output, new RegExp(`ppid ${srv.pid}\\b`), 'the parent is the keeper');
+			const mark = marker('cancel');
+			const c = await startTask(srv.client, 'family', { mark });
+			const pids = await until(() => { const p = pidsWithMarker(mark); return p.length >= 4 ? p : null; },
+				10000, 'the job and its children');
+			const r = await call(srv.client, 'durable_task_cancel', { taskId: c.taskId });
+			assert.ok(!r.isError, JSON.stringify(r.structuredContent));
+			await waitGone(pids, 4000, 'cancelled none job tree');
+			await waitTask(srv.client, c.taskId, isStatus('cancelled'));
+		} finally {
+			await srv.close();
+		}
+	});
+
+	it('profile default: the jail init and its whole tree (a setsid escapee too) are gone', async () => {
+		await killSupervisorDuring(stubbornTool('stubborn'), marker('jail'), 2);
 	});
 });
