@@ -104,19 +104,6 @@ static void exec_job(const struct spawn_req *r, int errfd)
 	report(errfd, "exec", errno, r->argv[0]);
 }
 
-/* The job's end as one fixed-size record for the supervisor (spawn_read_status). */
-static struct spawn_status send_status(int statusfd, int st, const struct rusage *ru)
-{
-	struct spawn_status s;
-	memset(&s, 0, sizeof s);
-	s.exited = WIFEXITED(st);
-	s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
-	s.cpu_ms = (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
-	           (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
-	(void)!write(statusfd, &s, sizeof s);
-	return s;
-}
-
 /* PID 1 of the job's namespace: reap everything, report the job, then exit (which takes the
  * rest of the namespace with it). */
 static void init_main(pid_t job, int statusfd)
@@ -136,7 +123,13 @@ static void init_main(pid_t job, int statusfd)
 		}
 		if (p != job)
 			continue;
-		struct spawn_status s = send_status(statusfd, st, &ru);
+		struct spawn_status s;
+		memset(&s, 0, sizeof s);
+		s.exited = WIFEXITED(st);
+		s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
+		s.cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+		           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+		(void)!write(statusfd, &s, sizeof s);
 		_exit(s.exited ? s.status : 128 + s.status);
 	}
 }
@@ -157,6 +150,18 @@ static void close_all_but(int *keep, int n)
 		lo = (unsigned)keep[i] + 1;
 	}
 	syscall(SYS_close_range, lo, ~0U, 0U);
+}
+
+/* The job's end as the keeper saw it, for spawn_read_status(). */
+static void keeper_report(int statusfd, int st, const struct rusage *ru)
+{
+	struct spawn_status s;
+	memset(&s, 0, sizeof s);
+	s.exited = WIFEXITED(st);
+	s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
+	s.cpu_ms = (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+	           (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+	(void)!write(statusfd, &s, sizeof s);
 }
 
 /* Without a PID namespace, the keeper: our direct child, the leader of the job's process group
@@ -186,7 +191,7 @@ static void keeper_main(pid_t job, int jobfd, int statusfd, int ppidfd)
 		struct rusage ru;
 		pid_t p = pf[1].revents ? wait4(job, &st, WNOHANG, &ru) : 0;
 		if (p == job) {
-			send_status(statusfd, st, &ru);
+			keeper_report(statusfd, st, &ru);
 			break;
 		}
 		if (p < 0 && errno != EINTR)
@@ -194,40 +199,6 @@ static void keeper_main(pid_t job, int jobfd, int statusfd, int ppidfd)
 	}
 	kill(0, SIGKILL);
 	_exit(127);
-}
-
-/* Set the parent-death signal, then make sure the supervisor did not die before it was set:
- * then nobody would kill us.  In a PID namespace getppid() says 0, so the pidfd answers. */
-static void arm_pdeathsig(int errfd, int ppidfd, pid_t ppid)
-{
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-		report(errfd, "pdeathsig", errno, NULL);
-	if (ppidfd >= 0) {
-		struct pollfd pf = { .fd = ppidfd, .events = POLLIN };
-		if (poll(&pf, 1, 0) != 0)
-			report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
-	} else if (getppid() != ppid) {
-		report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
-	}
-}
-
-/* The first child becomes the namespace's init; the job is its child. */
-static void run_init(const struct spawn_req *r, int errfd, int statusfd)
-{
-	/* A plain fork by raw system call: no atfork handlers run in this half-copied process. */
-	long job = syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
-	if (job < 0)
-		report(errfd, "fork", errno, "of the job inside its PID namespace");
-	if (job == 0) {
-		close(statusfd);
-		if (setsid() < 0)
-			report(errfd, "setsid", errno, NULL);
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-			report(errfd, "pdeathsig", errno, NULL);
-		exec_job(r, errfd);
-	}
-	close(errfd);
-	init_main((pid_t)job, statusfd);
 }
 
 /* The first child becomes the job's keeper; the job is its child, in its process group (no
@@ -261,14 +232,22 @@ static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd
 	const struct sandbox_job *sj = r->sandbox;
 	int pidns = sj && sandbox_job_pidns(sj);
 
-	arm_pdeathsig(errfd, ppidfd, ppid);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		report(errfd, "pdeathsig", errno, NULL);
+	/* The supervisor may have died before prctl: then nobody would kill us.  In a PID
+	 * namespace getppid() says 0, so ask the pidfd instead. */
+	if (ppidfd >= 0) {
+		struct pollfd pf = { .fd = ppidfd, .events = POLLIN };
+		if (poll(&pf, 1, 0) != 0)
+			report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
+	} else if (getppid() != ppid) {
+		report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
+	}
 	if (sj) {
 		char msg[200] = "";
 		int rc = sandbox_child_enter(sj, msg, sizeof msg);
 		if (rc < 0)
 			report(errfd, "sandbox", -rc, msg);
-		/* A change of uid or gid in there clears the parent-death signal (prctl(2)). */
-		arm_pdeathsig(errfd, ppidfd, ppid);
 	}
 
 	/* Move the job's fds above 3 first, so placing them at 0..3 never clobbers one another. */
@@ -300,9 +279,24 @@ static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd
 		if (s != SIGKILL && s != SIGSTOP)
 			signal(s, SIG_DFL);
 
-	if (pidns)
-		run_init(r, errfd, statusfd);
-	else if (statusfd >= 0)
+	if (pidns) {
+		/* A plain fork by raw system call: no atfork handlers run in this half-copied
+		 * process. */
+		long job = syscall(SYS_clone, (unsigned long)SIGCHLD, 0UL, 0UL, 0UL, 0UL);
+		if (job < 0)
+			report(errfd, "fork", errno, "of the job inside its PID namespace");
+		if (job == 0) {
+			close(statusfd);
+			if (setsid() < 0)
+				report(errfd, "setsid", errno, NULL);
+			if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+				report(errfd, "pdeathsig", errno, NULL);
+			exec_job(r, errfd);
+		}
+		close(errfd);
+		init_main((pid_t)job, statusfd);
+	}
+	if (statusfd >= 0)
 		run_keeper(r, errfd, statusfd, ppidfd);
 	exec_job(r, errfd);
 }
@@ -328,21 +322,25 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 	const struct sandbox_job *sj = r->sandbox;
 	int pidns = sj && sandbox_job_pidns(sj);
 
-	/* The child watches us through this pidfd.  A namespace's init needs it; without one
-	 * it is what the keeper waits on, and a kernel without pidfd_open (before 5.3) gets no
-	 * keeper: the job alone has the parent-death signal. */
+	/* The status pipe carries the job's end from an init or, without a PID namespace, from
+	 * the keeper. */
+	if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "pipe: %s", strerror(errno));
+		goto fail;
+	}
 	pid_t parent = getpid();
-	ppidfd = (int)syscall(SYS_pidfd_open, parent, 0);
-	if (ppidfd < 0 && pidns) {
+	if ((ppidfd = (int)syscall(SYS_pidfd_open, parent, 0)) < 0 && pidns) {
 		rc = -errno;
 		snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
 		goto fail;
 	}
-	int keeper = !pidns && ppidfd >= 0;
-	if (pipe2(ep, O_CLOEXEC) < 0 || ((pidns || keeper) && pipe2(sp, O_CLOEXEC) < 0)) {
-		rc = -errno;
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		goto fail;
+	/* The keeper waits on that pidfd: a kernel without pidfd_open (before 5.3) gets none, and
+	 * there the job alone has the parent-death signal. */
+	if (ppidfd < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		sp[0] = sp[1] = -1;
 	}
 	pid = spawn_clone(sj ? sandbox_job_clone_flags(sj) : 0, sj ? sandbox_job_cgroup_fd(sj) : -1,
 	                  &pidfd);

@@ -17,8 +17,9 @@
  * the job's process group and the job's parent.  It reports the job's end the same way, and
  * when the supervisor dies (its pidfd says so) it SIGKILLs the group, so a job's children do
  * not outlive the supervisor either; processes that left the group (setsid) are not covered.
- * In both cases the first child and the job have the parent-death signal (SIGKILL), checked
- * against the race with the parent's death and set again after the sandbox's identity steps.
+ * The job has the parent-death signal (SIGKILL) towards its init or keeper, checked against
+ * the race with that parent's death; an init has it towards the supervisor, while the keeper
+ * watches the supervisor's pidfd instead (it must outlive the supervisor to kill the group).
  *
  * A failure anywhere in a child is reported back through a close-on-exec pipe with the step and
  * errno, and the child exits 127; so spawn_start() either returns a running, exec'd process or
