@@ -170,6 +170,11 @@ size_t termsafe_flush(struct termsafe *ts, char *out)
 	return o;
 }
 
+size_t termsafe_char(const char *p, size_t avail, unsigned flags, char *out, size_t *used)
+{
+	return (size_t)unit(flags, (const unsigned char *)p, avail, 1, out, used);
+}
+
 char *termsafe_str(const char *s, unsigned flags)
 {
 	size_t len = s ? strlen(s) : 0;

@@ -51,6 +51,11 @@ size_t termsafe_feed(struct termsafe *ts, const void *in, size_t len, char *out)
  * for TERMSAFE_OUT_MAX(0) bytes.  Returns the number written. */
 size_t termsafe_flush(struct termsafe *ts, char *out);
 
+/* One character (or one bad byte) at p, avail >= 1 bytes available, rendered as at the end of
+ * the input; *used gets the bytes it took.  out has room for 6 bytes.  Returns the bytes
+ * written.  For callers that escape ASCII their own way (the log's quoted strings). */
+size_t termsafe_char(const char *p, size_t avail, unsigned flags, char *out, size_t *used);
+
 /* A malloc'd, NUL-terminated escaped copy of s (NULL counts as ""); NULL when out of memory. */
 char *termsafe_str(const char *s, unsigned flags);
 /* Cut s in place to at most max bytes, never inside a UTF-8 sequence.  Returns s. */

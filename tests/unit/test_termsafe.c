@@ -1,10 +1,12 @@
 /* tests/unit/test_termsafe.c — the terminal escaper: the attacks it exists for (title change,
  * OSC 52, screen clear, a prompt drawn over a line), each class of character it renders, what
  * it must leave alone, JSON mode keeping JSON's meaning, chunked input equal to one pass at
- * every split point, and random bytes that always come out safe and within the bound.
+ * every split point, random bytes that always come out safe and within the bound, and the
+ * supervisor's log lines, which quote job text their own way.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "termsafe.h"
 #include "frame.h"
+#include "log.h"
 #include "check.h"
 
 #include <cJSON.h>
@@ -209,6 +211,34 @@ static void test_cut(struct tally *t)
 	CHECK(t, strcmp(termsafe_cut(d, 1), "") == 0, "nothing fits: empty");
 }
 
+/* The log escapes ASCII its own way (\" \\ \n \xHH) and leaves the rest to termsafe_char. */
+static void test_log(struct tally *t)
+{
+	size_t used = 0;
+	char out[8];
+	size_t n = termsafe_char("\xe2\x80\xae" "x", 4, 0, out, &used);
+	CHECK(t, n == 6 && used == 3 && memcmp(out, "\\u202e", 6) == 0, "termsafe_char: one character");
+	n = termsafe_char("\xe2\x80", 2, 0, out, &used);
+	CHECK(t, n == 4 && used == 1 && memcmp(out, "\\xe2", 4) == 0, "termsafe_char: a cut sequence is a bad byte");
+
+	int p[2];
+	if (pipe(p) < 0)
+		check_die("pipe");
+	struct fplog lg;
+	fplog_init(&lg, p[1], FPLOG_DEBUG);
+	fplog(&lg, FPLOG_WARNING, "t1", "job: %s", "a\x1b]0;t\x07 \xc2\x9b \xe2\x80\xae \xff \"q\" \\ \xc3\xa9\nz");
+	char line[4700];
+	ssize_t got = read(p[0], line, sizeof line - 1);
+	line[got > 0 ? got : 0] = '\0';
+	close(p[0]);
+	close(p[1]);
+	CHECK(t, strstr(line, " level=warning task=t1 msg=\"job: a\\x1b]0;t\\x07 \\u009b \\u202e \\xff \\\"q\\\" \\\\ \xc3\xa9\\nz\"\n") != NULL,
+	      "log line: C0 as \\xHH, C1 and bidi as \\uXXXX, bad bytes as \\xHH, UTF-8 kept");
+	CHECK(t, got > 0 && is_safe(line, (size_t)got, TERMSAFE_NL), "log line: safe for a terminal");
+	if (!strstr(line, "msg="))
+		fprintf(stderr, "# log line: %s", line);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -219,5 +249,6 @@ int main(void)
 	test_streaming(&t);
 	test_random(&t);
 	test_cut(&t);
+	test_log(&t);
 	return check_done(&t);
 }
