@@ -82,8 +82,9 @@ const char *fp_args_json(const fp_job *job);   /* the arguments as JSON text, ne
 /* The checkpoint this attempt starts from, as the supervisor's start frame says:
  *   0         found: *data / *len set (owned by the handle)
  *   -ENOENT   there is none: start from scratch (also when detached)
- *   -EPIPE    the supervisor is gone (or -EPROTO / -ENOMEM: the connection broke) before it
- *             said which: the job must stop.  Never treat this as "no checkpoint".
+ *   -EPIPE    the supervisor is gone (or -EPROTO / -ENOMEM: the connection broke), whether
+ *             or not its start frame came first: the job must stop.  Never treat this as
+ *             "no checkpoint".
  * A shared handle without a current start frame fetches one first (fp_refresh). */
 int fp_restore(fp_job *job, const void **data, size_t *len);
 
