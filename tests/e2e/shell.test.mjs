@@ -1,10 +1,11 @@
 // A job written in shell (runner/examples/shell-report.sh) speaking the protocol through the
 // forkpoint-job helper, which the supervisor puts on the job's PATH.
 import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import {
-	assert, call, getTask, helper, isStatus, marker, pidsWithMarker, rawToolResult, SHELL_REPORT,
-	startRaw, startServer, startTask, stubbornTool, until, waitGone, waitTask,
+	assert, call, getTask, helper, isStatus, marker, pidsWithMarker, RawServer, rawToolResult,
+	SHELL_REPORT, startRaw, startServer, startTask, stubbornTool, until, waitGone, waitTask,
 } from './lib.mjs';
 
 describe('shell job through forkpoint-job', () => {
@@ -121,4 +122,49 @@ describe('supervisor death ends the job tree', () => {
 	it('profile default: the jail init and its whole tree (a setsid escapee too) are gone', async () => {
 		await killSupervisorDuring(stubbornTool('stubborn'), marker('jail'), 2);
 	});
+});
+
+// The documented restore idiom across a supervisor SIGKILL: the next supervisor resumes the
+// shell job from its checkpoint, and no step up to that checkpoint runs again.
+describe('shell job resumed after a supervisor SIGKILL', () => {
+	for (const profile of ['default', 'none']) {
+		it(`profile ${profile}: resumes from the checkpoint, no acknowledged step runs twice`, async () => {
+			const tool = { name: 'shell-report', inputSchema: { type: 'object' }, command: [SHELL_REPORT],
+				sandbox: { profile } };
+			const first = startRaw({ tools: [tool] });
+			let second;
+			try {
+				await first.initialize();
+				const h = rawToolResult(await first.request(1, 'tools/call', { name: 'shell-report', arguments: {} }));
+				const id = h.structuredContent.taskId;
+				// Step 2's progress comes after checkpoint 1 was acknowledged.
+				let n = 10;
+				await until(async () => {
+					const g = await first.request(n++, 'tools/call', { name: 'durable_task_get', arguments: { taskId: id } });
+					return (g.result?.structuredContent?.progress?.fraction ?? 0) >= 0.4;
+				}, 20000, 'step 2');
+				await first.kill();
+				second = new RawServer({ cfgPath: first.cfgPath, stateDir: first.stateDir });
+				await second.initialize();
+				let t;
+				await until(async () => {
+					const g = await second.request(n++, 'tools/call', { name: 'durable_task_get', arguments: { taskId: id } });
+					t = g.result?.structuredContent;
+					return t && ['completed', 'failed', 'cancelled'].includes(t.status);
+				}, 30000, 'the resumed task to finish');
+				assert.equal(t.status, 'completed', JSON.stringify(t));
+				assert.equal(t.result.steps, 5);
+				const from = t.result.resumedFrom;
+				assert.ok(from >= 1, `resumed from checkpoint ${from}`);
+				const log = fs.readFileSync(path.join(first.stateDir, 'tasks', id, 'output.log'), 'utf8');
+				const after = log.slice(log.indexOf('resumed at step'));
+				assert.ok(log.includes(`resumed at step ${from + 1} of 5`), log);
+				for (let k = 1; k <= from; k++)
+					assert.ok(!after.includes(`step ${k}/5 done`), `step ${k} ran again after the resume:\n${log}`);
+			} finally {
+				await second?.kill();
+				await first.close();
+			}
+		});
+	}
 });
