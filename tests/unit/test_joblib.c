@@ -1031,6 +1031,29 @@ static void test_helper_gone(struct tally *t, const char *path)
 	CHECK(t, finish_helper(&h, out, sizeof out) == 1, "helper progress on a closed socket: exit 1");
 	close(sv[1]);
 
+	/* The blocking commands: the supervisor dies while they wait for its answer. */
+	char *checkpoint[] = { "forkpoint-job", "checkpoint", NULL };
+	char *ask[] = { "forkpoint-job", "ask", "Go on?", "yes", "no", NULL };
+	for (int which = 0; which < 2; which++) {
+		gone_pair(sv);
+		h = run_helper(path, sv[1], which ? NULL : "data", which ? ask : checkpoint);
+		if (!which) {
+			CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+			      "helper checkpoint asks for the last seq");
+			frame_release(&f);
+			send_start(sv[0], &basic);
+		}
+		CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 &&
+			 strcmp(type, which ? "ask" : "checkpoint") == 0,
+		      which ? "helper ask sent, then the supervisor dies" : "helper checkpoint sent, then the supervisor dies");
+		frame_release(&f);
+		close(sv[0]);
+		int st = finish_helper(&h, out, sizeof out);
+		CHECK(t, st == 1 && out[0] == '\0', which ? "helper ask, supervisor gone: exit 1, no answer printed"
+						     : "helper checkpoint, supervisor gone before the ack: exit 1");
+		close(sv[1]);
+	}
+
 	/* Run by hand: no checkpoint, exit 4 as under forkpoint. */
 	gone_pair(sv);
 	snprintf(script, sizeof script, "unset FORKPOINT_FD; exec '%s' restore", path);
