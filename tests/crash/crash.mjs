@@ -8,13 +8,16 @@
 //   - kill points: random timers; the instant the n-th acknowledgement is read; file system
 //     events in the state dir (tests/helpers/killwatch: a compaction's or roll's temp segment
 //     created or written, a segment renamed into place or deleted, a blob or a torn-tail side
-//     file created, a segment opened by start-up replay, an upload's staged file renamed by its
-//     commit); timers right after start, during recovery; and now and then a clean shutdown;
+//     file created, a segment opened by start-up replay, an upload's chunk staged or its file
+//     published by the commit, a job's script or its forkpoint-job call starting); timers
+//     right after start, during recovery; and now and then a clean shutdown;
 //   - small journal segments and a low compaction threshold, so rolls and compactions happen;
-//   - jobs (tests/helpers/sidefx.sh) that log every side effect outside the state dir.
+//   - jobs (tests/helpers/sidefx.sh) that log every side effect outside the state dir;
+//   - three tools keep finished tasks 2 s, so start-up expires tasks while it is crashed into.
 // Invariants after every restart:
 //   - every task id ever returned still answers (never unknown_task);
 //   - a task seen terminal stays terminal with the same status and result (no double completion);
+//     it expires only if its tool's TTL says so, never before its expiresAt, and never comes back;
 //   - an acknowledged cancel is final; an acknowledged answer is never asked for again;
 //   - a report task seen at "Section n" resumes from a checkpoint >= n-1;
 //   - an upload's acknowledged cursor never moves back; an acknowledged commit stays completed
@@ -23,7 +26,8 @@
 //     again, and no job keeps running long after its supervisor was killed;
 //   - after each kill, fsck finds nothing but what start-up repairs; after a clean shutdown,
 //     nothing at all.
-// Usage: node tests/crash/crash.mjs [--kills N] [--seed S] [--legacy-restore]
+//   - a run of 100 lives or more compacts the journal at least once.
+// Usage: node tests/crash/crash.mjs [--kills N] [--seed S] [--legacy-restore] [--no-pipelined-commit]
 //   (BUILD=build by default; --legacy-restore runs the jobs with the old `restore || step=0`
 //   idiom, to show what the side-effect check catches; --no-pipelined-commit sends an upload's
 //   commit only after its writes were answered, to tell other defects apart from commit ordering.)
