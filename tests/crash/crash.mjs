@@ -686,6 +686,8 @@ for (const t of model.values()) {
 }
 const segs = fs.readdirSync(path.join(stateDir, 'journal')).filter((f) => f.endsWith('.seg'));
 const jbytes = segs.reduce((n, f) => n + fs.statSync(path.join(stateDir, 'journal', f)).size, 0);
+// A run this long must have crashed on file system events (else killwatch is not working here).
+if (KILLS >= 100 && fired.size === 0) fail(`no file system kill point fired in ${KILLS} lives (inotify unavailable?)`);
 // compactMinBytes is 64 KiB and every life appends several KiB: a run this long must compact.
 if (KILLS >= 100 && compactions === 0)
   fail(`the journal was never compacted in ${KILLS} lives (${segs.length} segments, ${jbytes} bytes, compactMinBytes ` +
