@@ -26,7 +26,7 @@
 //     again, and no job keeps running long after its supervisor was killed;
 //   - after each kill, fsck finds nothing but what start-up repairs; after a clean shutdown,
 //     nothing at all.
-//   - a run of 100 lives or more compacts the journal at least once.
+//   - within the first 100 lives, the journal was compacted and file system kill points fired.
 // Usage: node tests/crash/crash.mjs [--kills N] [--seed S] [--legacy-restore] [--no-pipelined-commit]
 //   (BUILD=build by default; --legacy-restore runs the jobs with the old `restore || step=0`
 //   idiom, to show what the side-effect check catches; --no-pipelined-commit sends an upload's
@@ -634,6 +634,19 @@ async function life(k) {
   if (k % 25 === 24) checkSideEffects();
 }
 
+// After 100 lives: file system kill points must have fired (else killwatch is not working
+// here), and the journal must have been compacted (compactMinBytes is 64 KiB and every life
+// appends several KiB).
+function checkCoverage(n) {
+  if (fired.size === 0) fail(`no file system kill point fired in ${n} lives (inotify unavailable?)`);
+  if (compactions > 0) return;
+  const jdir = path.join(stateDir, 'journal');
+  const segs = fs.readdirSync(jdir).filter((f) => f.endsWith('.seg'));
+  const bytes = segs.reduce((m, f) => m + fs.statSync(path.join(jdir, f)).size, 0);
+  fail(`the journal was never compacted in ${n} lives (${segs.length} segments, ${bytes} bytes, compactMinBytes ` +
+    `${config.server.compactMinBytes})`);
+}
+
 // The end: let everything finish (answering questions, completing uploads) and check it all.
 async function finish() {
   const srv = new Server();
@@ -675,8 +688,10 @@ async function finish() {
 }
 
 const t0 = Date.now();
-for (let k = 0; k < KILLS; k++)
+for (let k = 0; k < KILLS; k++) {
   await life(k);
+  if (k === 99) checkCoverage(k + 1);
+}
 await finish();
 const sidefxLines = checkSideEffects();
 const counts = {};
@@ -686,12 +701,6 @@ for (const t of model.values()) {
 }
 const segs = fs.readdirSync(path.join(stateDir, 'journal')).filter((f) => f.endsWith('.seg'));
 const jbytes = segs.reduce((n, f) => n + fs.statSync(path.join(stateDir, 'journal', f)).size, 0);
-// A run this long must have crashed on file system events (else killwatch is not working here).
-if (KILLS >= 100 && fired.size === 0) fail(`no file system kill point fired in ${KILLS} lives (inotify unavailable?)`);
-// compactMinBytes is 64 KiB and every life appends several KiB: a run this long must compact.
-if (KILLS >= 100 && compactions === 0)
-  fail(`the journal was never compacted in ${KILLS} lives (${segs.length} segments, ${jbytes} bytes, compactMinBytes ` +
-    `${config.server.compactMinBytes})`);
 console.log(`crash test: ${KILLS} lives, ${kills.length} SIGKILLs, ${model.size} tasks, ${uploads.length} uploads, ` +
   `${ackedOps} acknowledged operations, ${checks} checks, ${sidefxLines} side-effect lines, seed ${origSeed}, ` +
   `${((Date.now() - t0) / 1000).toFixed(1)} s`);
