@@ -302,6 +302,9 @@ int ops_show(int argc, char **argv)
 		print_kv_json("artifacts", t->artifacts);
 	if (t->result)
 		print_kv_json("result", t->result);
+	else if (t->result_blob[0])
+		printf("%-12s %llu bytes of JSON in blob %s (%s)\n", "result", (unsigned long long)t->result_bytes,
+		       t->result_blob, t->result_summary ? t->result_summary : "a JSON value");
 	if (t->error)
 		print_kv_json("error", t->error);
 	if (TASK_TERMINAL(t->status)) {

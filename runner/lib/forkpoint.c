@@ -7,6 +7,8 @@
 #include "frame.h"
 #include "wire.h"
 
+_Static_assert(FP_CHECKPOINT_MAX == FRAME_CHECKPOINT_MAX, "one checkpoint limit on both sides");
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -45,8 +45,9 @@ extern "C" {
 #endif
 
 #define FP_PROTOCOL_VERSION 1
-/* Largest checkpoint that fits in one frame with its envelope. */
-#define FP_CHECKPOINT_MAX ((8u << 20) - 64u)
+/* Largest checkpoint the supervisor accepts: it must fit in the start frame that gives it back,
+ * with the task's arguments (less when they are large) and the tool's maxCheckpointMB. */
+#define FP_CHECKPOINT_MAX ((8u << 20) - 4096u)
 
 typedef struct fp_job fp_job;
 
