@@ -89,8 +89,9 @@ async function pingMs(client) {
 }
 
 describe('results', () => {
-	it('a frame of a million nils is refused before it is unpacked; memory stays bounded', async () => {
-		const s = setup([bigTool()]);
+	for (const profile of ['none', 'default', 'strict'])
+	it(`a frame of a million nils is refused before it is unpacked; memory stays bounded (${profile})`, async () => {
+		const s = setup([bigTool('big', { profile })]);
 		const srv = await serve(s.cfgPath, s.stateDir);
 		try {
 			const before = memKB(srv.pid);
@@ -102,7 +103,9 @@ describe('results', () => {
 			const after = memKB(srv.pid);
 			const grew = after.hwm - before.hwm;
 			console.log(`# nils frame: peak RSS grew by ${grew} kB (${before.hwm} -> ${after.hwm} kB)`);
-			assert.ok(grew < 64 * 1024, `peak RSS grew by ${grew} kB`);
+			// Before the value budget this frame cost 900 MB at peak and 650 MB for the task's life.
+			const cap = (process.env.BUILD ?? '').includes('san') ? 256 : 64;
+			assert.ok(grew < cap * 1024, `peak RSS grew by ${grew} kB`);
 			assert.ok((await pingMs(srv.client)) < 500);
 		} finally {
 			await srv.close();
@@ -133,7 +136,7 @@ describe('results', () => {
 
 	it('a large result lives in the blob store, is read back whole, and ping answers meanwhile', async () => {
 		const s = setup([bigTool()]);
-		const srv = await serve(s.cfgPath, s.stateDir);
+		let srv = await serve(s.cfgPath, s.stateDir);
 		try {
 			const n = (1 << 20) - 8;   // 5 MiB of JSON from a 1 MiB frame
 			const id = await start(srv.client, { mode: 'nullarray', n });
@@ -154,7 +157,8 @@ describe('results', () => {
 			const full = await reading;
 			const ms = Math.max(...(await Promise.all(pings)));
 			console.log(`# ping while a 5 MiB result is read: ${ms} ms`);
-			assert.ok(ms < 1000, `ping took ${ms} ms`);
+			// The ping's answer follows the 5 MiB one on the same pipe: this bounds both.
+			assert.ok(ms < ((process.env.BUILD ?? '').includes('san') ? 6000 : 3000), `ping took ${ms} ms`);
 			const arr = JSON.parse(full.contents[0].text);
 			assert.equal(arr.length, n);
 			assert.equal(arr[n - 1], null);
@@ -185,6 +189,15 @@ describe('results', () => {
 			const v = JSON.parse(Buffer.concat(parts).toString('utf8'));
 			assert.equal(v.length, m);
 			assert.ok(/^"+$/.test(v));
+
+			// A restart does not load them again: 21 MiB of results cost no memory.
+			await srv.close();
+			srv = await serve(s.cfgPath, s.stateDir);
+			const after = await call(srv.client, 'durable_task_get', { taskId: id2 });
+			assert.equal(after.structuredContent.resultBytes, 2 * m + 2);
+			const mem = memKB(srv.pid);
+			console.log(`# after a restart with 21 MiB of results: peak RSS ${mem.hwm} kB`);
+			assert.ok(mem.hwm < 64 * 1024, `peak RSS ${mem.hwm} kB`);
 		} catch (e) {
 			e.message += `\nserver stderr:\n${srv.stderr.slice(-3000)}`;
 			throw e;
