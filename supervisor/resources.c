@@ -383,7 +383,8 @@ static cJSON *task_entries(struct supervisor *sv, const struct task *t)
 	if (!arr)
 		return NULL;
 	if (TASK_TERMINAL(t->status))
-		cJSON_AddItemToArray(arr, entry(t, RES_RESULT, NULL, "application/json", -1));
+		cJSON_AddItemToArray(arr, entry(t, RES_RESULT, NULL, "application/json",
+		                                t->result_blob[0] && !t->result ? (int64_t)t->result_bytes : -1));
 	task_path(sv, t->id, "output.log", p, sizeof p);
 	if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
 		cJSON_AddItemToArray(arr, entry(t, RES_LOG, NULL, "text/plain", st.st_size));

@@ -572,10 +572,14 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	}
 	/* A checkpoint goes back to the job in a start frame, with the arguments: accept only what
 	 * will fit there, or a resumed job could never be started. */
-	char *aj = cJSON_PrintUnformatted(t->args);
-	size_t alen = aj ? strlen(aj) : 0;
+	if (!t->args_json_len) {
+		/* Measured once: a job checkpointing often must not make each checkpoint print them. */
+		char *aj = cJSON_PrintUnformatted(t->args);
+		t->args_json_len = (aj ? strlen(aj) : 0) + 1;
+		free(aj);
+	}
+	size_t alen = t->args_json_len - 1;
 	size_t room = alen < FRAME_CHECKPOINT_MAX ? FRAME_CHECKPOINT_MAX - alen : 0;
-	free(aj);
 	if (len > room) {
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
@@ -1258,8 +1262,9 @@ static int start_job(struct tasks *ts, struct task *t)
 	      (int)job_pid(t->job), t->checkpoint ? " from its checkpoint" : "");
 	if (send_start(t) < 0) {
 		/* The arguments and checkpoint do not fit in one frame: the job could never start. */
-		fail(ts, t, "internal_error", "The job's start frame (arguments and checkpoint) is larger than a frame may be.",
-		     0, "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
+		fail(ts, t, "internal_error", "The job's start frame (arguments and checkpoint) is larger than a "
+		     "frame may be (8 MiB, 1048576 values).", 0,
+		     "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
 		job_kill(t->job, NULL);
 	}
 	free_strv(argv);

@@ -18,7 +18,8 @@
  *   -ECANCELED   the task was cancelled (from the blocking calls: checkpoint and ask)
  *   -EPIPE       the supervisor is gone
  *   -EPROTO      the supervisor sent something this library cannot make sense of
- *   -EMSGSIZE    the frame would exceed 8 MiB (checkpoints: see FP_CHECKPOINT_MAX)
+ *   -EMSGSIZE    the frame would exceed 8 MiB or 1,048,576 values (checkpoints: see
+ *                FP_CHECKPOINT_MAX)
  *   -EALREADY    a result or failure was already sent
  * After -EPIPE or -EPROTO the connection is dead and every later call returns that error.
  *
