@@ -43,8 +43,11 @@ async function serve(cfgPath, stateDir) {
 		async close() {
 			const proc = transport._process;
 			await client.close().catch(() => {});
-			if (proc && proc.exitCode === null)
+			if (proc && proc.exitCode === null && proc.signalCode === null)
 				await new Promise((r) => proc.once('exit', r));
+			// A sanitizer report makes the exit status non-zero.
+			if (proc && (proc.exitCode !== 0 || proc.signalCode !== null))
+				throw new Error(`server did not exit 0 (code ${proc.exitCode}, signal ${proc.signalCode}); stderr tail:\n${stderr.slice(-4000)}`);
 		},
 	};
 }
