@@ -269,6 +269,10 @@ describe('results', () => {
 				(e) => /task_lost/.test(e.message) && e.message.includes(bb.name));
 			const gb = await call(srv.client, 'durable_task_get', { taskId: b });
 			assert.equal(envelopeOf(gb).code, 'task_lost');
+			const dl = await call(srv.client, 'file_transfer_open',
+				{ direction: 'download', path: `forkpoint://tasks/${a}/result` });
+			assert.equal(envelopeOf(dl).code, 'not_found');
+			assert.match(envelopeOf(dl).message, new RegExp(`task_lost.*${ba.name}`));
 			const list = await call(srv.client, 'durable_task_list', {});
 			const ids = list.structuredContent.tasks.map((x) => x.taskId);
 			assert.ok(ids.includes(a) && ids.includes(b), 'both tasks are kept');
@@ -339,6 +343,26 @@ describe('checkpoints', () => {
 			const h = await getTask(srv.client, holder);
 			assert.equal(h.status, 'working', JSON.stringify(h));
 			await call(srv.client, 'durable_task_cancel', { taskId: holder });
+		} finally {
+			await srv.close();
+			s.done();
+		}
+	});
+
+	it('a running task whose checkpoint blob is gone fails with task_lost naming it', async () => {
+		const s = setup([bigTool()]);
+		let srv = await serve(s.cfgPath, s.stateDir);
+		try {
+			const id = await start(srv.client, { mode: 'hold', n: 8 << 10 });
+			await until(() => blobFiles(s.stateDir).length === 1, 10000, 'the checkpoint');
+			const blob = blobFiles(s.stateDir)[0];
+			await srv.close();
+			fs.unlinkSync(blob.path);
+			srv = await serve(s.cfgPath, s.stateDir);
+			const t = await getTask(srv.client, id);
+			assert.equal(t.status, 'failed', JSON.stringify(t));
+			assert.equal(t.error.code, 'task_lost');
+			assert.equal(t.error.blob, blob.name);
 		} finally {
 			await srv.close();
 			s.done();
