@@ -547,6 +547,28 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 	return 0;
 }
 
+/* Bytes the start frame needs besides the arguments and the checkpoint's bytes: its keys, the
+ * task id, the tool name (at most 64), the counters (send_start). */
+#define START_FIELDS_MAX 512
+
+/* The arguments' size as they are packed into a start frame, measured once per task (a job
+ * that checkpoints often must not make each checkpoint pack them again).  Packed msgpack, not
+ * JSON text: a float takes 9 bytes there whatever its text. */
+static size_t args_packed_len(struct task *t)
+{
+	if (!t->args_packed_len) {
+		msgpack_sbuffer sb;
+		msgpack_packer pk;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		int rc = frame_pack_json(&pk, t->args);
+		/* Unpackable arguments leave no room: send_start would fail the task anyway. */
+		t->args_packed_len = rc == 0 && sb.data ? sb.size + 1 : FRAME_MAX_DEFAULT + 1;
+		msgpack_sbuffer_destroy(&sb);
+	}
+	return t->args_packed_len - 1;
+}
+
 static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
 	const void *data;
@@ -572,14 +594,8 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	}
 	/* A checkpoint goes back to the job in a start frame, with the arguments: accept only what
 	 * will fit there, or a resumed job could never be started. */
-	if (!t->args_json_len) {
-		/* Measured once: a job checkpointing often must not make each checkpoint print them. */
-		char *aj = cJSON_PrintUnformatted(t->args);
-		t->args_json_len = (aj ? strlen(aj) : 0) + 1;
-		free(aj);
-	}
-	size_t alen = t->args_json_len - 1;
-	size_t room = alen < FRAME_CHECKPOINT_MAX ? FRAME_CHECKPOINT_MAX - alen : 0;
+	size_t alen = args_packed_len(t);
+	size_t room = alen < FRAME_MAX_DEFAULT - START_FIELDS_MAX ? FRAME_MAX_DEFAULT - START_FIELDS_MAX - alen : 0;
 	if (len > room) {
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;

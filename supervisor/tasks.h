@@ -33,7 +33,7 @@ struct task {
 	char *tool_name;
 	const struct tool_cfg *tool;  /* NULL if the tool is no longer in the config */
 	cJSON *args;                  /* validated, defaults applied */
-	size_t args_json_len;         /* bytes of args as compact JSON + 1; 0 until measured */
+	size_t args_packed_len;       /* bytes of args packed as msgpack + 1; 0 until measured */
 	enum task_status status;
 	int queued;                   /* working, waiting for a free slot */
 	int attempt;                  /* runs started so far (1 during the first) */

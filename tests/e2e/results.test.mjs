@@ -369,6 +369,19 @@ describe('checkpoints', () => {
 		}
 	});
 
+	it('a checkpoint of libforkpoint\'s FP_CHECKPOINT_MAX bytes is accepted by the supervisor', async () => {
+		const s = setup([bigTool()]);
+		const srv = await serve(s.cfgPath, s.stateDir);
+		try {
+			const id = await start(srv.client, { mode: 'checkpoints', n: 2, arg: (8 << 20) - 4096 });
+			const t = await finished(srv.client, id);
+			assert.equal(t.status, 'completed', JSON.stringify(t));
+		} finally {
+			await srv.close();
+			s.done();
+		}
+	});
+
 	it('a checkpoint over maxCheckpointMB fails the task with resource_limit', async () => {
 		const s = setup([bigTool('big', { maxCheckpointMB: 1 })]);
 		const srv = await serve(s.cfgPath, s.stateDir);
