@@ -143,6 +143,11 @@ uint64_t persist_disk_bytes(const struct persist *p)
 	return p->blobs.bytes + journal_total_bytes(p->j);
 }
 
+struct blob_store *persist_blob_store(struct persist *p)
+{
+	return &p->blobs;
+}
+
 /* -EDQUOT if len more bytes would take the state dir over its budget. */
 static int budget_check(const struct persist *p, size_t len)
 {

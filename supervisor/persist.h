@@ -60,6 +60,8 @@ void persist_answered(struct persist *p, const struct task *t, const char *qid, 
 int persist_store_result(struct persist *p, struct task *t, const char *text, size_t len);
 /* Bytes the state dir holds in blobs and journal segments (what stateDirMaxMB bounds). */
 uint64_t persist_disk_bytes(const struct persist *p);
+/* The journal's blob store, for tests that set its fault hook (blob.h); the server never does. */
+struct blob_store *persist_blob_store(struct persist *p);
 /* Terminal state (a result already in t->result_blob is referenced, a large one in t->result
  * goes to a blob).  0 or -errno. */
 int persist_finished(struct persist *p, struct task *t);
