@@ -155,10 +155,11 @@ int frame_check(const void *payload, size_t len)
 /* ---- decoding -------------------------------------------------------------- */
 
 /* Unpack a payload that already lives in f->zone.  Every str/bin object points into it, so
- * the frame owns all its bytes and needs no outside buffer. */
-static int decode_in_zone(struct frame *f, const char *data, size_t len)
+ * the frame owns all its bytes and needs no outside buffer.  checked: frame_check() already
+ * passed on these bytes. */
+static int decode_in_zone(struct frame *f, const char *data, size_t len, int checked)
 {
-	int rc = frame_check(data, len);
+	int rc = checked ? 0 : frame_check(data, len);
 	if (rc < 0)
 		return rc;
 	size_t off = 0;
@@ -192,11 +193,14 @@ int frame_decode(const void *payload, size_t len, struct frame *f)
 	memset(f, 0, sizeof *f);
 	if (!payload || len == 0 || len > UINT32_MAX)
 		return -EBADMSG;
+	/* Checked where the bytes are, so a refused payload is never copied. */
+	if ((rc = frame_check(payload, len)) < 0)
+		return rc;
 	rc = zone_start(f, len, &copy);
 	if (rc < 0)
 		return rc;
 	memcpy(copy, payload, len);
-	rc = decode_in_zone(f, copy, len);
+	rc = decode_in_zone(f, copy, len, 1);
 	if (rc < 0)
 		frame_release(f);
 	return rc;
@@ -221,7 +225,7 @@ int frame_read(int fd, size_t max_frame, struct frame *f)
 		return rc;
 	rc = wire_read_full(fd, buf, len);
 	if (rc == 0)
-		rc = decode_in_zone(f, buf, len);
+		rc = decode_in_zone(f, buf, len, 0);
 	if (rc < 0)
 		frame_release(f);
 	return rc;
