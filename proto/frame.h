@@ -5,9 +5,10 @@
  * Safety contract for decoding: a payload is first walked by frame_check(), which proves that
  * every container count fits in the remaining bytes, that nesting stays within FRAME_MAX_DEPTH
  * and that the payload holds at most FRAME_MAX_NODES values (each becomes a 24-byte object,
- * so a frame of one-byte nils would otherwise unpack to 24 times its size).  Only then is it handed to msgpack_unpack(), so msgpack-c never allocates
- * more than a small multiple of the payload size (a bare array32 header claiming 2^27 elements
- * would otherwise reserve gigabytes).
+ * so a frame of one-byte nils would otherwise unpack to 24 times its size).  Only then is it
+ * handed to msgpack_unpack(), so msgpack-c never allocates more than a small multiple of the
+ * payload size (a bare array32 header claiming 2^27 elements would otherwise reserve
+ * gigabytes), and never more than 24 MiB of objects.
  *
  * Return conventions: 0 / positive on success, negative errno on failure:
  *   -EMSGSIZE  declared length above the reader's limit (checked before any allocation)
