@@ -433,7 +433,8 @@ int ops_fsck(int argc, char **argv)
 			size_t n;
 			int r = blob_get(v.sv.state_dir, refs[i], &d, &n);
 			if (r < 0) {
-				printf("task %s: %s blob %s: %s\n", t->id, i ? "result" : "checkpoint", refs[i],
+				printf("task %s: %s blob %s: %s (the task answers task_lost)\n", t->id,
+				       i ? "result" : "checkpoint", refs[i],
 				       r == -EBADMSG ? "content does not match its sha256" : strerror(-r));
 				bad = 1;
 			} else {

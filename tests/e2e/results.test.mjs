@@ -259,6 +259,7 @@ describe('results', () => {
 			assert.equal(fsck.status, 1, fsck.stdout + fsck.stderr);
 			assert.match(fsck.stdout, new RegExp(`task ${a}: result blob ${ba.name}`));
 			assert.match(fsck.stdout, new RegExp(`task ${b}: result blob ${bb.name}: content does not match`));
+			assert.match(fsck.stdout, /task_lost/);
 
 			srv = await serve(s.cfgPath, s.stateDir);
 			const ga = await call(srv.client, 'durable_task_get', { taskId: a });
