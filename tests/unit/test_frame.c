@@ -938,6 +938,21 @@ static void test_json_text(struct tally *t)
 	CHECK(t, frame_to_json_text(&o, 5, &out, &len) == -EMSGSIZE, "bin over the limit is refused before encoding");
 	msgpack_zone_destroy(&z);
 
+	/* Nesting past FRAME_MAX_DEPTH (a value built by hand: msgpack-c cannot unpack one). */
+	{
+		msgpack_object chain[FRAME_MAX_DEPTH + 2];
+		for (int i = 0; i <= FRAME_MAX_DEPTH; i++) {
+			chain[i].type = MSGPACK_OBJECT_ARRAY;
+			chain[i].via.array.size = 1;
+			chain[i].via.array.ptr = &chain[i + 1];
+		}
+		chain[FRAME_MAX_DEPTH + 1].type = MSGPACK_OBJECT_NIL;
+		CHECK(t, frame_to_json_text(&chain[0], 1000, &out, &len) == -ELOOP, "deeper than FRAME_MAX_DEPTH: -ELOOP");
+		CHECK(t, frame_to_json_text(&chain[1], 1000, &out, &len) == 0 && len == 2 * FRAME_MAX_DEPTH + 4,
+		      "at the limit: fine");
+		free(out);
+	}
+
 	/* frame_json_quote: stored JSON text as a string literal. */
 	CHECK(t, frame_json_quote("{\"a\":\"\\n\"}", 10, &out, &len) == 0 &&
 	         strcmp(out, "\"{\\\"a\\\":\\\"\\\\n\\\"}\"") == 0 && len == strlen(out), "quote escapes quotes and backslashes");
