@@ -3,7 +3,7 @@
 // read back while ping still answers, a result that cannot be stored yet, a missing or damaged
 // result blob after a restart, superseded checkpoint blobs, and the checkpoint and disk limits.
 import { describe, it } from 'node:test';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -228,6 +228,9 @@ describe('results', () => {
 			fs.unlinkSync(path.join(s.stateDir, 'blobs'));
 			const t = await waitTask(srv.client, id, isStatus('completed'), { timeoutMs: 40000 });
 			assert.equal(t.resultBytes, 500001);
+			const show = spawnSync(BIN, ['show', id, '--state', s.stateDir], { encoding: 'utf8' });
+			assert.equal(show.status, 0, show.stderr);
+			assert.match(show.stdout, /result\s+500001 bytes of JSON in blob [0-9a-f]{64}: an array of 100000 items/);
 			await srv.close();
 			srv = await serve(s.cfgPath, s.stateDir);
 			const res = await srv.client.readResource({ uri: `forkpoint://tasks/${id}/result` });
