@@ -643,7 +643,12 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	/* The response carries the text as a JSON string: bounded like an artifact's. */
 	if (t->result_bytes > RES_READ_MAX)
 		return too_large_to_read(tr, uri, t->result_bytes, rpc_err, msg);
-	int rc = t->result_lost ? -EBADMSG : blob_get(sv->state_dir, t->result_blob, &d, &n);
+	uint64_t size = 0;
+	int rc = t->result_lost ? -EBADMSG : blob_size(sv->state_dir, t->result_blob, &size);
+	if (rc == 0 && size != t->result_bytes)
+		rc = -EBADMSG;   /* never read a blob that is not the size recorded for it */
+	if (rc == 0)
+		rc = blob_get(sv->state_dir, t->result_blob, &d, &n);
 	if (rc == -ENOENT || rc == -EBADMSG) {
 		if (!t->result_lost)
 			fplog(&sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,
