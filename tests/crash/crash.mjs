@@ -83,12 +83,13 @@ const reportSchema = {
 };
 const stepsSchema = {
   type: 'object',
-  properties: { steps: { type: 'integer' }, delayMs: { type: 'integer' }, pad: { type: 'integer' } },
-  required: ['steps', 'delayMs', 'pad'],
+  properties: { steps: { type: 'integer' }, delayMs: { type: 'integer' }, pad: { type: 'integer' },
+    preMs: { type: 'integer' } },
+  required: ['steps', 'delayMs', 'pad', 'preMs'],
 };
 const sidefx = (name, profile) => ({
   name, inputSchema: stepsSchema, resume: 'checkpoint',
-  command: ['/bin/bash', SIDEFX, sideDir, '{steps}', '{delayMs}', '{pad}', IDIOM],
+  command: ['/bin/bash', SIDEFX, sideDir, '{steps}', '{delayMs}', '{pad}', IDIOM, '{preMs}'],
   sandbox: { profile, writePaths: [sideDir], readPaths: [path.join(ROOT, 'tests', 'helpers')] },
 });
 const config = {
@@ -332,7 +333,8 @@ function observe(id, v) {
 
 function newTaskArgs(tool) {
   if (tool === 'plain') return { n: randInt(1, 5) };
-  if (tool.startsWith('steps')) return { steps: randInt(6, 12), delayMs: randInt(80, 200), pad: pick([8, 900, 1500]) };
+  if (tool.startsWith('steps')) return { steps: randInt(6, 12), delayMs: randInt(80, 200), pad: pick([8, 900, 1500]),
+    preMs: pick([0, randInt(1, 250)]) };
   return { topic: `t${model.size}`, sections: randInt(2, 6), delayMs: randInt(40, 160), ask: rand() < 0.3 };
 }
 

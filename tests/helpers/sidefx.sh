@@ -3,7 +3,7 @@
 # appends every side effect to LOGDIR/<task id>.log, a folder outside the state dir that no
 # crash or recovery touches, so the test can prove which steps ran in which attempt.
 #
-#   sidefx.sh LOGDIR STEPS DELAY_MS PAD IDIOM
+#   sidefx.sh LOGDIR STEPS DELAY_MS PAD IDIOM PRE_MS
 #
 # Log lines: "<µs since the epoch> <attempt>.<pid>.<start µs> resume|begin|done <step>", written
 # with builtins only (bash's EPOCHREALTIME, no fork), so a line lands within microseconds of the
@@ -13,6 +13,8 @@
 # checkpoint is durable.  IDIOM "exact" resumes with the documented idiom (restore: 0 has a
 # checkpoint, 4 has none, anything else means the supervisor is gone and the job stops);
 # "legacy" uses the older `|| step=0`, which re-runs steps when restore fails for another reason.
+# PRE_MS > 0 waits that long before restore, widening the window in which a crash or a cancel
+# lands between an attempt's start and its restore.
 set -u
 log=$1/${FORKPOINT_TASK_ID:-none}.log
 steps=$2
@@ -25,6 +27,10 @@ tok=${FORKPOINT_ATTEMPT:-0}.$$.$t
 
 say() { now; echo "$t $tok $1 $2" >>"$log"; }
 
+if [ "${6:-0}" -gt 0 ]; then
+	printf -v pre '%d.%03d' $(($6 / 1000)) $(($6 % 1000))
+	sleep "$pre"
+fi
 if [ "$5" = legacy ]; then
 	saved=$(forkpoint-job restore) || saved=0
 else
