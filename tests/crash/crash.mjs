@@ -325,7 +325,8 @@ function observe(id, v) {
       fail(`task ${id}: wrong result ${t.result.slice(0, 200)}`);
     if (t.tool.startsWith('steps') && v.status === 'failed' && !t.cancelAcked)
       fail(`task ${id} (${t.tool}, a job that never fails by itself) failed: ${JSON.stringify(v.error).slice(0, 400)}` +
-        (IDIOM === 'exact' ? ' (does `forkpoint-job restore` exit 4 when there is no checkpoint?)' : ''));
+        (IDIOM === 'exact' && /status 1\b/.test(v.error?.message || '') ?
+          ' (does `forkpoint-job restore` exit 4 when there is no checkpoint?)' : ''));
     if (v.status === 'completed' && t.tool.startsWith('steps') && v.result.steps !== t.sections)
       fail(`task ${id}: wrong result ${t.result.slice(0, 200)}`);
   }
