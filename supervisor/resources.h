@@ -37,8 +37,9 @@ struct res_uri {
 int res_uri_parse(const char *uri, struct res_uri *u);
 /* The URI of a task's resource (name: for RES_ARTIFACT).  Returns the length, as snprintf. */
 int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name);
-/* 1 if name may be an artifact: valid UTF-8, 1..NAME_MAX bytes, no '/', no control
- * characters, not starting with '.'. */
+/* 1 if name may be an artifact: valid UTF-8, 1..NAME_MAX bytes, no '/', no C0 or C1 control
+ * characters, no bidirectional controls (U+061C, U+200E/F, U+202A..E, U+2066..9) or line
+ * separators (U+2028/9), not starting with '.'. */
 int res_name_ok(const char *name);
 
 /* Open the artifact `name` of task `id` for reading (O_RDONLY, no symlink followed, a regular

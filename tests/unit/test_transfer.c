@@ -1098,6 +1098,30 @@ static void t_speed(struct tally *t, struct env *e)
 	sv_stop(&v);
 }
 
+/* Names that display as other names are not artifact names: C1 controls, bidi controls and
+ * line separators, as raw UTF-8 and percent-encoded in a URI. */
+static void t_names(struct tally *t, struct env *e)
+{
+	(void)e;
+	struct res_uri u;
+	static const char *const bad[] = {
+		"report\xe2\x80\xae" "fdp.exe", "a\xe2\x80\xaa" "b", "a\xe2\x80\x8f" "b", "a\xe2\x81\xa6" "b",
+		"a\xe2\x81\xa9" "b", "a\xd8\x9c" "b", "a\xc2\x80" "b", "a\xc2\x9b" "b", "a\xe2\x80\xa8" "b", "a\x1b[2Jb",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECKF(t, !res_name_ok(bad[i]), "name %zu accepted", i);
+	CHECK(t, !res_name_ok(bad[0]) && !res_name_ok(bad[6]), "bidi overrides and C1 controls are refused in names");
+	CHECK(t, res_name_ok("caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6.txt") && res_name_ok("\xc2\xa0" "x") &&
+	      res_name_ok("\xe2\x80\xaf" "x") && res_name_ok("\xe2\x81\xaa" "x"),
+	      "neighbouring characters (U+00A0, U+2014, U+2026, U+202F, U+206A) are fine");
+	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/r%E2%80%AEfdp.exe", &u) < 0 &&
+	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%C2%85b", &u) < 0 &&
+	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%00b", &u) < 0,
+	      "URIs naming such artifacts (or a NUL) are refused");
+	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/caf%C3%A9.txt", &u) == 0 &&
+	      strcmp(u.name, "caf\xc3\xa9.txt") == 0, "an encoded plain name still parses");
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -1108,7 +1132,7 @@ int main(void)
 	check_mkdir(e.root);
 	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_b64, t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_names, t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
