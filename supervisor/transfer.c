@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 
@@ -47,14 +48,26 @@
 #define CHUNK_MAX       (1024 * 1024)
 #define CHUNK_B64_MAX   ((CHUNK_MAX + 2) / 3 * 4)
 #define XFER_MAX_BYTES  (64LL << 30)
-#define STAGE_PREFIX    ".fp-upload-"
+#define STAGE_PREFIX    ".fp-upload-"   /* reserved in roots: the commit's temporary name */
+#define STAGE_DIR       "uploads"       /* staged bytes: <state>/uploads/<handle>.part */
+#define FH_MAX          128             /* MAX_HANDLE_SZ */
+#define FH_HEX          (2 * (FH_MAX + 4) + 1)
 #define IO_BUF          (1 << 20)
 #define MAX_READY       64          /* transfers holding descriptors at once */
 #define JSON_INT_MAX    9007199254740991.0   /* 2^53 - 1: larger integers do not survive JSON */
 
 enum {
 	REC_X_OPEN = 64, REC_X_CHUNK = 65, REC_X_END = 66, REC_X_GONE = 67, REC_X_CURSOR = 68,
-	REC_X_SNAP = 80, REC_X_TOMB = 81,
+	REC_X_INTENT = 69, REC_X_SNAP = 80, REC_X_TOMB = 81,
+};
+
+/* Which file or folder, in a way that survives a reboot.  st_dev is only a number the kernel
+ * gave the mount this time; the inode number, the file handle (which carries the inode's
+ * generation, so a reused inode number differs) and, on most file systems, f_fsid (ext4 and
+ * btrfs derive it from the file system's UUID) stay.  See fid_same. */
+struct fid {
+	uint64_t dev, ino, fsid;
+	char fh[FH_HEX];            /* name_to_handle_at, hex of type + bytes; "" if unsupported */
 };
 
 enum xdir { X_UPLOAD, X_DOWNLOAD };
@@ -72,12 +85,16 @@ struct xfer {
 	int64_t cursor;             /* upload: bytes acknowledged; download: default next offset */
 	int64_t last_off, last_len; /* upload: the last acknowledged chunk (duplicate detection) */
 	int64_t created_ms, touched_ms, finished_ms;
-	uint64_t dev, ino;          /* upload: destination folder; download: the file */
+	struct fid id;              /* upload: destination folder; download: the file */
+	struct fid pub;             /* upload: the inode its commit publishes (intent record) */
+	int intent;                 /* pub is set: the commit may have been published */
 	char *msg;                  /* failed: why */
 	/* runtime, not journaled */
 	int ready;                  /* descriptors (and hash state) set up */
+	int parked;                 /* descriptors closed to save them; hash state kept */
 	int dirfd, fd;
-	struct timespec mtime;      /* download: the file's mtime when hashed */
+	int pubfd;                  /* upload: the inode the commit publishes (fd itself, or a copy) */
+	struct timespec mtime, ctime; /* download: the file's times when hashed */
 	EVP_MD_CTX *md;
 	struct xfer *next;
 };
@@ -91,6 +108,7 @@ struct xtomb {
 struct transfers {
 	struct supervisor *sv;
 	struct roots *roots;
+	int updir;                  /* <state>/uploads: staging no job can reach */
 	struct xfer *list;
 	struct xtomb *tombs;
 	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
@@ -161,9 +179,70 @@ static int md_peek(EVP_MD_CTX *md, char out[65])
 	return rc;
 }
 
+/* The staged bytes' name in <state>/uploads, and the temporary name a commit with overwrite
+ * links them to in the destination folder. */
 static void stage_name(const struct xfer *x, char *buf, size_t len)
 {
+	snprintf(buf, len, "%s.part", x->h);
+}
+
+static void temp_name(const struct xfer *x, char *buf, size_t len)
+{
 	snprintf(buf, len, "%s%s.part", STAGE_PREFIX, x->h);
+}
+
+/* A cross-file-system copy's name where O_TMPFILE is missing. */
+static void copy_name(const struct xfer *x, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s.copy", STAGE_PREFIX, x->h);
+}
+
+static void fid_of_stat(const struct stat *st, int fd, struct fid *f)
+{
+	struct statfs sf;
+	union { struct file_handle h; char b[sizeof(struct file_handle) + FH_MAX]; } u;
+	int mnt;
+	memset(f, 0, sizeof *f);
+	f->dev = (uint64_t)st->st_dev;
+	f->ino = (uint64_t)st->st_ino;
+	if (fstatfs(fd, &sf) == 0) {
+		uint32_t a, b;
+		memcpy(&a, &sf.f_fsid, 4);
+		memcpy(&b, (char *)&sf.f_fsid + 4, 4);
+		f->fsid = (uint64_t)a << 32 | b;
+	}
+	u.h.handle_bytes = FH_MAX;
+	if (name_to_handle_at(fd, "", &u.h, &mnt, AT_EMPTY_PATH) == 0 && u.h.handle_bytes <= FH_MAX) {
+		unsigned char t[4];
+		memcpy(t, &u.h.handle_type, 4);
+		wire_hex(t, 4, f->fh);
+		wire_hex(u.h.f_handle, u.h.handle_bytes, f->fh + 8);
+	}
+}
+
+/* The identity of an open file or folder.  0 or -errno. */
+static int fid_of(int fd, struct fid *f)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	fid_of_stat(&st, fd, f);
+	return 0;
+}
+
+/* Is `now` the object `rec` was recorded from?  The inode number must match, and then one
+ * more thing that tells file systems apart: the same st_dev (no reboot since), the same
+ * non-zero f_fsid (a UUID-derived fsid survives reboots), or the same file handle (inode
+ * number and generation; also for file systems whose fsid is the device number, like XFS).
+ * The threat is a folder or file replaced under the same path, which gets another inode (or
+ * generation); a different file system mounted at the same path by the operator whose root
+ * happens to look the same is not one. */
+static int fid_same(const struct fid *rec, const struct fid *now)
+{
+	if (rec->ino != now->ino)
+		return 0;
+	return rec->dev == now->dev || (rec->fsid && rec->fsid == now->fsid) ||
+	       (rec->fh[0] && strcmp(rec->fh, now->fh) == 0);
 }
 
 static const char *last_name(const char *path)
@@ -266,7 +345,7 @@ static const char *state_name(enum xstate s)
 }
 
 /* The OPEN_KEYS fields that open and snap records share (replay_new reads them). */
-#define OPEN_KEYS 10
+#define OPEN_KEYS 12
 static void pack_open_fields(struct frame_map *r, const struct xfer *x)
 {
 	frame_pack_kv_str(&r->pk, "h", x->h);
@@ -276,9 +355,31 @@ static void pack_open_fields(struct frame_map *r, const struct xfer *x)
 	frame_pack_kv_str(&r->pk, "want", x->want);
 	frame_pack_kv_int(&r->pk, "ow", x->overwrite);
 	frame_pack_kv_int(&r->pk, "at", x->created_ms);
-	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->dev);
-	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->ino);
+	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->id.dev);
+	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->id.ino);
+	frame_pack_kv_int(&r->pk, "fsid", (int64_t)x->id.fsid);
+	frame_pack_kv_str(&r->pk, "fh", x->id.fh);
 	frame_pack_kv_str(&r->pk, "sha", x->sha);
+}
+
+/* The inode a commit is about to publish, durable before it appears at the destination: after
+ * a crash, finding that inode there means the commit happened. */
+static void pack_intent(struct frame_map *r, const struct xfer *x)
+{
+	frame_pack_kv_int(&r->pk, "pdev", (int64_t)x->pub.dev);
+	frame_pack_kv_int(&r->pk, "pino", (int64_t)x->pub.ino);
+	frame_pack_kv_int(&r->pk, "pfsid", (int64_t)x->pub.fsid);
+	frame_pack_kv_str(&r->pk, "pfh", x->pub.fh);
+	frame_pack_kv_str(&r->pk, "psha", x->sha);
+}
+
+static int j_intent(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 6);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	pack_intent(&r, x);
+	return rec_end(tr, &r, REC_X_INTENT);
 }
 
 static void j_open(struct transfers *tr, const struct xfer *x)
@@ -335,8 +436,10 @@ static int j_tomb(struct transfers *tr, uint8_t type, const char *h, int64_t unt
 static int j_snap(struct transfers *tr, const struct xfer *x)
 {
 	struct frame_map r;
-	frame_map_begin(&r, OPEN_KEYS + 7);
+	frame_map_begin(&r, OPEN_KEYS + 7 + (x->intent ? 5 : 0));
 	pack_open_fields(&r, x);
+	if (x->intent)
+		pack_intent(&r, x);
 	frame_pack_kv_int(&r.pk, "touched", x->touched_ms);
 	frame_pack_kv_int(&r.pk, "finished", x->finished_ms);
 	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
@@ -363,21 +466,31 @@ static struct xfer *xfer_alloc(const char *h)
 	if (!x)
 		return NULL;
 	snprintf(x->h, sizeof x->h, "%s", h);
-	x->dirfd = x->fd = -1;
+	x->dirfd = x->fd = x->pubfd = -1;
 	x->size = -1;
 	return x;
 }
 
-static void xfer_close(struct xfer *x)
+/* Close the descriptors; the hash state stays, so a parked upload is not hashed again. */
+static void xfer_park(struct xfer *x)
 {
 	if (x->fd >= 0)
 		close(x->fd);
 	if (x->dirfd >= 0)
 		close(x->dirfd);
-	x->fd = x->dirfd = -1;
+	if (x->pubfd >= 0)
+		close(x->pubfd);
+	x->fd = x->dirfd = x->pubfd = -1;
+	x->parked = x->ready;
+	x->ready = 0;
+}
+
+static void xfer_close(struct xfer *x)
+{
+	xfer_park(x);
+	x->parked = 0;
 	EVP_MD_CTX_free(x->md);
 	x->md = NULL;
-	x->ready = 0;
 }
 
 static void xfer_free(struct xfer *x)
@@ -416,26 +529,22 @@ static void set_msg(struct xfer *x, const char *msg)
 	x->msg = msg ? strdup(msg) : NULL;
 }
 
-/* Best effort: remove an upload's staging file, through the folder descriptor when there is
- * one, else by resolving the folder again (after a restart, or when recovery failed). */
+/* Best effort: remove an upload's staged bytes (in the state dir) and the temporary name a
+ * commit with overwrite may have left in the destination folder (only through the folder
+ * descriptor the upload holds: a same-named folder made later is someone else's). */
 static void remove_stage(struct transfers *tr, struct xfer *x)
 {
-	char name[80], err[256];
-	struct roots_loc loc;
-	int d = x->dirfd;
+	char name[80];
 	if (x->dir != X_UPLOAD)
 		return;
 	stage_name(x, name, sizeof name);
-	if (d < 0 && tr->roots && roots_open_parent(tr->roots, x->path, &d, &loc, err, sizeof err) < 0)
-		d = -1;
-	if (d >= 0) {
-		struct stat st;
-		/* Only in the folder the upload was opened in: a same-named folder made later is
-		 * someone else's. */
-		if (fstat(d, &st) == 0 && (uint64_t)st.st_dev == x->dev && (uint64_t)st.st_ino == x->ino)
-			unlinkat(d, name, 0);
-		if (d != x->dirfd)
-			close(d);
+	if (tr->updir >= 0)
+		unlinkat(tr->updir, name, 0);
+	if (x->dirfd >= 0) {
+		temp_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+		copy_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
 	}
 }
 
@@ -484,6 +593,16 @@ struct transfers *transfers_new(struct supervisor *sv)
 	if (!tr)
 		return NULL;
 	tr->sv = sv;
+	tr->updir = -1;
+	if (sv->state_dir) {
+		/* Staged bytes live where no job can write: a job that can write a file root must
+		 * not be able to swap them between the hash and the commit. */
+		int sd = open(sv->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sd >= 0 && (mkdirat(sd, STAGE_DIR, 0700) == 0 || errno == EEXIST))
+			tr->updir = openat(sd, STAGE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sd >= 0)
+			close(sd);
+	}
 	tr->buf = malloc(IO_BUF + 16);
 	tr->buf2 = malloc(IO_BUF + 16);
 	tr->enc = malloc(B64_ENCODED_SIZE(CHUNK_MAX));
@@ -513,6 +632,8 @@ void transfers_free(struct transfers *tr)
 		free(t);
 	}
 	roots_free(tr->roots);
+	if (tr->updir >= 0)
+		close(tr->updir);
 	free(tr->buf);
 	free(tr->buf2);
 	free(tr->enc);
@@ -548,6 +669,19 @@ static int parse_state(const char *s)
 	return -1;
 }
 
+/* An intent record's fields (also in a snap record of a transfer that has one). */
+static void replay_intent(struct xfer *x, const msgpack_object *m)
+{
+	if (get_i(m, "pino", 0) == 0)
+		return;
+	x->intent = 1;
+	x->pub.dev = (uint64_t)get_i(m, "pdev", 0);
+	x->pub.ino = (uint64_t)get_i(m, "pino", 0);
+	x->pub.fsid = (uint64_t)get_i(m, "pfsid", 0);
+	frame_get_strcpy(m, "pfh", x->pub.fh, sizeof x->pub.fh);
+	frame_get_strcpy(m, "psha", x->sha, sizeof x->sha);
+}
+
 /* The fields open and snap records share. */
 static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpack_object *m,
                                char *err, size_t errlen)
@@ -575,8 +709,11 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 	frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
 	x->overwrite = get_i(m, "ow", 0) != 0;
 	x->created_ms = x->touched_ms = get_i(m, "at", 0);
-	x->dev = (uint64_t)get_i(m, "dev", 0);
-	x->ino = (uint64_t)get_i(m, "ino", 0);
+	x->id.dev = (uint64_t)get_i(m, "dev", 0);
+	x->id.ino = (uint64_t)get_i(m, "ino", 0);
+	x->id.fsid = (uint64_t)get_i(m, "fsid", 0);
+	frame_get_strcpy(m, "fh", x->id.fh, sizeof x->id.fh);
+	replay_intent(x, m);
 	x->next = tr->list;
 	tr->list = x;
 	return x;
@@ -631,6 +768,9 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 		x->cursor = x->last_off + x->last_len;
 		x->touched_ms = get_i(m, "at", x->touched_ms);
 		return 0;
+	case REC_X_INTENT:
+		replay_intent(x, m);
+		return x->intent ? 0 : (snprintf(err, errlen, "transfer %s: intent record without an inode", h), -1);
 	case REC_X_CURSOR:
 		x->cursor = get_i(m, "cursor", 0);
 		x->last_off = x->cursor;
@@ -668,52 +808,84 @@ int transfer_snapshot(struct transfers *tr)
 
 /* ---- recovery -------------------------------------------------------------------------------- */
 
+/* Did a commit of x reach its destination?  1 when the name holds the inode the intent
+ * record named (the commit was published, its end record may not have been), else 0. */
+static int published(struct xfer *x, const char *name)
+{
+	struct fid now;
+	if (!x->intent || x->dirfd < 0)
+		return 0;
+	int f = openat(x->dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int same = f >= 0 && fid_of(f, &now) == 0 && fid_same(&x->pub, &now);
+	if (f >= 0)
+		close(f);
+	return same;
+}
+
+/* The upload is in place: record it (the caller answers). */
+static void mark_committed(struct transfers *tr, struct xfer *x)
+{
+	char name[80];
+	x->size = x->cursor;
+	x->state = XS_COMMITTED;
+	x->finished_ms = x->touched_ms = now_ms();
+	if (x->dirfd >= 0) {
+		copy_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+	}
+	stage_name(x, name, sizeof name);
+	xfer_close(x);
+	j_end(tr, x);
+	if (tr->updir >= 0)
+		unlinkat(tr->updir, name, 0);
+}
+
+/* The destination folder again, by path, and check it is the folder the upload was opened in
+ * (fid_same: a reboot that renumbered its st_dev is fine, a replaced folder is not). */
+static int reopen_folder(struct transfers *tr, struct xfer *x, struct roots_loc *loc, char *why, size_t whylen)
+{
+	char err[600];
+	struct fid now;
+	int rc;
+	if (!tr->roots || (rc = roots_open_parent(tr->roots, x->path, &x->dirfd, loc, err, sizeof err)) < 0) {
+		snprintf(why, whylen, "The destination folder could not be opened again: %s",
+		         tr->roots ? err : "no file roots");
+		return -ENOENT;
+	}
+	if (fid_of(x->dirfd, &now) < 0 || !fid_same(&x->id, &now)) {
+		snprintf(why, whylen, "The destination folder of %s is no longer the folder the upload was "
+		         "opened in (it was replaced)", x->path);
+		return -ESTALE;
+	}
+	if (now.dev != x->id.dev)
+		fplog(&tr->sv->log, FPLOG_NOTICE, NULL, "transfer %s: the destination folder's device number "
+		      "changed (a reboot?); same inode and file system, so the upload goes on", x->h);
+	return 0;
+}
+
 /* Set up an upload's descriptors and hash state from what is on disk (after a restart, or when
  * a parked upload is used again).  0, or -errno with the reason in why (the caller then fails
  * the upload). */
 static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t whylen)
 {
-	char name[80], err[600];
+	char name[80];
 	struct roots_loc loc;
 	struct stat st;
 	int rc;
+	if ((rc = reopen_folder(tr, x, &loc, why, whylen)) < 0)
+		return rc;
+	if (published(x, loc.name)) {
+		/* Published, but the end record did not make it to the journal before a crash. */
+		mark_committed(tr, x);
+		return 0;
+	}
 	stage_name(x, name, sizeof name);
-	if (!tr->roots || (rc = roots_open_parent(tr->roots, x->path, &x->dirfd, &loc, err, sizeof err)) < 0) {
-		snprintf(why, whylen, "The destination folder could not be opened again: %s",
-		         tr->roots ? err : "no file roots");
-		return -ENOENT;
-	}
-	if (fstat(x->dirfd, &st) < 0 || (uint64_t)st.st_dev != x->dev || (uint64_t)st.st_ino != x->ino) {
-		snprintf(why, whylen, "The destination folder of %s is no longer the folder the upload was "
-		         "opened in (it was replaced)", x->path);
-		return -ESTALE;
-	}
-	x->fd = openat(x->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	x->fd = tr->updir < 0 ? -1 : openat(tr->updir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (x->fd < 0 && errno == ENOENT) {
-		struct stat dst;
-		/* The commit renamed the staging file into place but the end record did not make it
-		 * to the journal: the file at the destination with the acknowledged size is ours —
-		 * if it also has the declared sha256, or if nothing was there when the upload began. */
-		if (fstatat(x->dirfd, loc.name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
-		    dst.st_size == x->cursor && (x->size < 0 || x->size == x->cursor) && (x->want[0] || !x->overwrite)) {
-			int f = openat(x->dirfd, loc.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			char sha[65];
-			if (f >= 0 && blob_sha256_fd(f, (uint64_t)x->cursor, sha) == 0 &&
-			    (!x->want[0] || strcmp(sha, x->want) == 0)) {
-				close(f);
-				memcpy(x->sha, sha, sizeof sha);
-				x->state = XS_COMMITTED;
-				x->size = x->cursor;
-				x->finished_ms = x->touched_ms;
-				xfer_close(x);
-				j_end(tr, x);
-				return 0;
-			}
-			if (f >= 0)
-				close(f);
-		}
 		/* The staged bytes are gone: start the upload over under the same handle. */
-		x->fd = openat(x->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		x->fd = openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		EVP_MD_CTX_free(x->md);
+		x->md = NULL;
 		if (x->fd >= 0 && x->cursor != 0) {
 			fplog(&tr->sv->log, FPLOG_WARNING, NULL, "transfer %s: staging file was missing; the upload "
 			      "restarts at offset 0", x->h);
@@ -734,6 +906,8 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		x->cursor = st.st_size;
 		x->last_off = x->cursor;
 		x->last_len = 0;
+		EVP_MD_CTX_free(x->md);
+		x->md = NULL;
 		j_cursor(tr, x);
 	}
 	/* Bytes past the cursor were written but never acknowledged: they will be sent again. */
@@ -742,13 +916,17 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		snprintf(why, whylen, "The staged bytes could not be cut back to the cursor: %s", strerror(-rc));
 		return rc;
 	}
-	if (!(x->md = md_new()))
-		return -ENOMEM;
-	if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
-		snprintf(why, whylen, "The staged bytes could not be read: %s", strerror(-rc));
-		return rc;
+	/* A parked upload kept its hash state: only a restart hashes the staged bytes again. */
+	if (!x->md) {
+		if (!(x->md = md_new()))
+			return -ENOMEM;
+		if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
+			snprintf(why, whylen, "The staged bytes could not be read: %s", strerror(-rc));
+			return rc;
+		}
 	}
 	x->ready = 1;
+	x->parked = 0;
 	return 0;
 }
 
@@ -808,7 +986,7 @@ static void limit_ready(struct transfers *tr, const struct xfer *keep)
 			lru = x;
 	}
 	if (n > MAX_READY && lru)
-		xfer_close(lru);
+		xfer_park(lru);
 }
 
 /* An active upload with its descriptors and hash state; -1 if they cannot be had (the upload
@@ -1036,17 +1214,17 @@ static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, 
 	x->overwrite = overwrite;
 	x->created_ms = x->touched_ms = now_ms();
 	stage_name(x, name, sizeof name);
-	x->fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (x->fd < 0 || fstat(dirfd, &st) < 0) {
-		res = facade_failure(env("internal_error", 1, "Check that the folder is writable by the server, then call "
-		               "file_transfer_open again.", "Cannot create the staging file in the folder of '%s': %s.",
-		               loc.abs, strerror(errno)));
+	x->fd = tr->updir < 0 ? (errno = ENOENT, -1)
+	      : openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (x->fd < 0 || fid_of(dirfd, &x->id) < 0) {
+		res = facade_failure(env("internal_error", 1, "Tell the operator: the server's state folder must be "
+		               "writable. Then call file_transfer_open again.", "Cannot create the staging file for '%s' "
+		               "in %s/" STAGE_DIR ": %s.", loc.abs, tr->sv->state_dir ? tr->sv->state_dir : "(no state)",
+		               strerror(errno)));
 		goto out;
 	}
 	/* The staging file's name must survive a crash as long as the journal says it exists. */
-	fsync(dirfd);
-	x->dev = (uint64_t)st.st_dev;
-	x->ino = (uint64_t)st.st_ino;
+	fsync(tr->updir);
 	x->dirfd = dirfd;
 	dirfd = -1;
 	x->ready = 1;
@@ -1059,7 +1237,7 @@ out:
 	if (x) {
 		if (x->fd >= 0) {
 			stage_name(x, name, sizeof name);
-			unlinkat(x->dirfd >= 0 ? x->dirfd : dirfd, name, 0);
+			unlinkat(tr->updir, name, 0);
 		}
 		xfer_free(x);
 	}
@@ -1132,9 +1310,9 @@ static cJSON *open_download(struct transfers *tr, const char *path)
 	}
 	x->dir = X_DOWNLOAD;
 	x->size = st.st_size;
-	x->dev = (uint64_t)st.st_dev;
-	x->ino = (uint64_t)st.st_ino;
+	fid_of_stat(&st, fd, &x->id);
 	x->mtime = st.st_mtim;
+	x->ctime = st.st_ctim;
 	x->created_ms = x->touched_ms = now_ms();
 	x->fd = fd;
 	fd = -1;
@@ -1269,7 +1447,9 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e)
 	int fd = -1;
 	if (download_fd(tr, x->path, &fd, &st, abs, sizeof abs, e) < 0)
 		return -1;
-	if ((uint64_t)st.st_dev != x->dev || (uint64_t)st.st_ino != x->ino || st.st_size != x->size ||
+	struct fid now;
+	fid_of_stat(&st, fd, &now);
+	if (!fid_same(&x->id, &now) || st.st_size != x->size ||
 	    blob_sha256_fd(fd, (uint64_t)st.st_size, sha) < 0 || strcmp(sha, x->sha) != 0) {
 		close(fd);
 		*e = NULL;
@@ -1346,25 +1526,143 @@ static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, c
 	return facade_result(o, 0);
 }
 
-/* Move the staged file to its name: without replacing anything unless overwrite was asked. */
-static int publish(struct xfer *x, const char *stage, const char *name)
+/* Give the inode behind fd the name dirfd/name (failing with -EEXIST if the name is taken):
+ * through /proc/self/fd, or AT_EMPTY_PATH where /proc is missing (that needs
+ * CAP_DAC_READ_SEARCH). */
+static int link_fd(int fd, int dirfd, const char *name)
 {
-	if (x->overwrite)
-		return renameat(x->dirfd, stage, x->dirfd, name) < 0 ? -errno : 0;
-	if (renameat2(x->dirfd, stage, x->dirfd, name, RENAME_NOREPLACE) == 0)
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) == 0)
 		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
+	if (errno != ENOENT)
 		return -errno;
-	/* File systems without RENAME_NOREPLACE: link() refuses an existing name just as well. */
-	if (linkat(x->dirfd, stage, x->dirfd, name, 0) < 0)
+	return linkat(fd, "", dirfd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+/* Publish x->pubfd (the inode that was hashed, or its verified copy) at the destination, from
+ * the descriptor and never by the staging name, then check the name holds that very inode: a
+ * job that can write the folder may race the link or the rename, and then the commit fails
+ * instead of reporting the job's bytes as the client's. */
+static int publish(struct xfer *x, const char *name)
+{
+	char tmp[80];
+	int rc;
+	if (!x->overwrite) {
+		rc = link_fd(x->pubfd, x->dirfd, name);
+	} else {
+		temp_name(x, tmp, sizeof tmp);
+		unlinkat(x->dirfd, tmp, 0);
+		if ((rc = link_fd(x->pubfd, x->dirfd, tmp)) == 0 && renameat(x->dirfd, tmp, x->dirfd, name) < 0) {
+			rc = -errno;
+			unlinkat(x->dirfd, tmp, 0);
+		}
+	}
+	if (rc == 0 && !published(x, name))
+		rc = -ESTALE;
+	return rc;
+}
+
+/* Cross-file-system commits: the staged bytes cannot be linked into the destination folder,
+ * so they are copied into a file there that has no name yet (O_TMPFILE; where the file system
+ * lacks it, a named temporary file, which a job that can write the folder could tamper with
+ * until the check below), synced, and hashed again from the copy.  The copy is what
+ * publish() links.  0, or -errno (-EIO: the copy's bytes differ). */
+static int copy_for_publish(struct transfers *tr, struct xfer *x)
+{
+	char tmp[80], sha[65];
+	int out = openat(x->dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc = 0, named = 0;
+	if (out < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		copy_name(x, tmp, sizeof tmp);
+		unlinkat(x->dirfd, tmp, 0);
+		out = openat(x->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		named = 1;
+	}
+	if (out < 0)
 		return -errno;
-	unlinkat(x->dirfd, stage, 0);
+	for (int64_t off = 0; off < x->cursor && rc == 0;) {
+		size_t want = (size_t)(x->cursor - off < IO_BUF ? x->cursor - off : IO_BUF);
+		ssize_t r = wire_pread_upto(x->fd, tr->buf2, want, (uint64_t)off);
+		if (r <= 0)
+			rc = r < 0 ? (int)r : -EIO;
+		else if ((rc = wire_pwrite_full(out, tr->buf2, (size_t)r, (uint64_t)off)) == 0)
+			off += r;
+	}
+	if (rc == 0 && fsync(out) < 0)
+		rc = -errno;
+	if (rc == 0 && (rc = blob_sha256_fd(out, (uint64_t)x->cursor, sha)) == 0 && strcmp(sha, x->sha) != 0)
+		rc = -EIO;
+	/* A named copy keeps its name until the commit is recorded (a file without links cannot
+	 * be linked again); publish() verifies the inode either way. */
+	if (rc < 0) {
+		close(out);
+		if (named)
+			unlinkat(x->dirfd, tmp, 0);
+		return rc;
+	}
+	x->pubfd = out;
 	return 0;
+}
+
+/* The inode this commit will publish, recorded (intent) before it can appear at the
+ * destination.  The staged file itself when it is on the destination's file system, else a
+ * verified copy.  0 or -errno. */
+static int prepare_publish(struct transfers *tr, struct xfer *x, int copy)
+{
+	struct fid f;
+	int rc;
+	if (x->pubfd < 0) {
+		if (!copy) {
+			struct stat a, b;
+			if (fstat(x->fd, &a) < 0 || fstat(x->dirfd, &b) < 0)
+				return -errno;
+			copy = a.st_dev != b.st_dev;
+		}
+		if (copy) {
+			if ((rc = copy_for_publish(tr, x)) < 0)
+				return rc;
+		} else if ((x->pubfd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+			return -errno;
+		}
+	}
+	if ((rc = fid_of(x->pubfd, &f)) < 0)
+		return rc;
+	if (!x->intent || !fid_same(&x->pub, &f)) {
+		x->pub = f;
+		x->intent = 1;
+		if ((rc = j_intent(tr, x)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Publish a verified upload.  Everything it depends on — its chunk records and the intent
+ * record — is made durable first (the journal's group commit, brought forward), so a crash
+ * can never leave a published file whose chunks the journal does not have: after a restart
+ * the same commit answers completed with the same sha256.  0 or -errno. */
+static int commit_publish(struct transfers *tr, struct xfer *x)
+{
+	int rc = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if ((rc = prepare_publish(tr, x, attempt)) < 0)
+			return rc;
+		if (tr->sv->persist && persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
+			return rc;
+		rc = publish(x, last_name(x->path));
+		if (rc != -EXDEV)
+			break;
+		/* The same st_dev but another mount (a bind mount): copy after all. */
+		close(x->pubfd);
+		x->pubfd = -1;
+	}
+	if (rc == 0)
+		fsync(x->dirfd);
+	return rc;
 }
 
 static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 {
-	char sha[65], stage[80];
+	char sha[65];
 	int rc;
 	if (x->dir != X_UPLOAD)
 		return facade_failure(invalid_param("handle", "Downloads need no commit; just stop reading.",
@@ -1392,25 +1690,23 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 			"the declared sha256 against the file, then call file_transfer_open again with the same path, "
 			"size and sha256 and send the whole file from offset 0.", "%s", why));
 	}
-	stage_name(x, stage, sizeof stage);
+	memcpy(x->sha, sha, sizeof sha);
 	rc = fsync(x->fd) < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = publish(x, stage, last_name(x->path));
+		rc = commit_publish(tr, x);
 	if (rc == -EEXIST)
 		return facade_failure(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
 			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
 			"'%s' appeared while the upload was running; the upload stays open and nothing was replaced.",
 			x->path));
+	if (rc == -ESTALE)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
+			"writes to the destination folder meanwhile.", "Something replaced '%s' while the upload was being "
+			"moved into place; the file there is not the upload's.", x->path));
 	if (rc < 0)
 		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The file could not be moved into place: %s.", strerror(-rc)));
-	fsync(x->dirfd);
-	memcpy(x->sha, sha, sizeof sha);
-	x->size = x->cursor;
-	x->state = XS_COMMITTED;
-	x->finished_ms = x->touched_ms = now_ms();
-	xfer_close(x);
-	j_end(tr, x);
+	mark_committed(tr, x);
 	return committed_view(x, 0);
 }
 

@@ -19,7 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -367,7 +369,7 @@ static void t_upload_basics(struct tally *t, struct env *e)
 	unsigned char *back = slurp(p, &got);
 	CHECK(t, back && got == N && memcmp(back, data, N) == 0, "the file on disk is exactly the bytes sent");
 	free(back);
-	snprintf(p, sizeof p, "%s/up/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	CHECK(t, access(p, F_OK) != 0, "no staging file left behind");
 	sc = call(&v, "file_transfer_commit", h_args(h), &err);
 	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0, "commit again: the same answer");
@@ -406,7 +408,7 @@ static void t_upload_basics(struct tally *t, struct env *e)
 	CHECK(t, err && strcmp(code_of(sc), "checksum_mismatch") == 0, "commit: checksum_mismatch");
 	CHECK(t, strstr(hint_of(sc), "file_transfer_open again") != NULL, "the hint says to open again");
 	cJSON_Delete(sc);
-	snprintf(p, sizeof p, "%s/up/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	CHECK(t, access(p, F_OK) != 0, "the wrong bytes were deleted");
 	snprintf(p, sizeof p, "%s/up/sum.bin", e->root);
 	CHECK(t, access(p, F_OK) != 0, "nothing was placed");
@@ -517,7 +519,7 @@ static void t_restart(struct tally *t, struct env *e)
 	sc = call_nocommit(&v, "file_transfer_write", write_args(h, (long long)(2 * C), data + 2 * C, C), &err);
 	CHECK(t, !err, "third chunk stored (its answer would wait for the commit)");
 	cJSON_Delete(sc);
-	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	struct stat st;
 	CHECK(t, stat(p, &st) == 0 && st.st_size == (off_t)(3 * C), "the staging file holds three chunks");
 	sv_stop(&v);   /* crash */
@@ -559,7 +561,7 @@ static void t_restart(struct tally *t, struct env *e)
 	CHECK(t, open_upload(&v, "lossy.bin", (long long)N, sha, h, NULL) == 0, "another upload");
 	CHECK(t, send_range(&v, h, data, 0, 2 * C, C) == 0, "two chunks in");
 	sv_stop(&v);
-	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	if (truncate(p, (off_t)C + 10) < 0)
 		check_die("truncate");
 	sv_start(&v, e);
@@ -572,21 +574,35 @@ static void t_restart(struct tally *t, struct env *e)
 	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "and the sha256 still matches");
 	cJSON_Delete(sc);
 
-	/* A crash between the rename and the journal record of the commit. */
-	CHECK(t, open_upload(&v, "torn.bin", 1000, NULL, h, NULL) == 0, "an upload to commit in a torn way");
-	CHECK(t, send_range(&v, h, data, 0, 1000, 1000) == 0, "its bytes");
-	sv_stop(&v);
-	char from[1600], to[1600];
-	snprintf(from, sizeof from, "%s/.fp-upload-%s.part", e->root, h);
-	snprintf(to, sizeof to, "%s/torn.bin", e->root);
-	rename(from, to);
-	sv_start(&v, e);
-	sc = call(&v, "file_transfer_status", h_args(h), &err);
+	/* Pipelined: a chunk and the commit in one turn, then a crash before the turn's journal
+	 * commit.  The commit made its chunk records durable before publishing, so the upload
+	 * is completed after the restart, and committing again answers the same sha256. */
 	char s1000[65];
 	blob_sha256_hex(data, 1000, s1000);
-	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0 && strcmp(str(sc, "sha256"), s1000) == 0,
-	      "a commit cut short by a crash is recognised as committed");
+	CHECK(t, open_upload(&v, "torn.bin", 1000, NULL, h, NULL) == 0, "an upload to commit in a torn way");
+	CHECK(t, send_range(&v, h, data, 0, 500, 500) == 0, "half of it acknowledged");
+	sc = call_nocommit(&v, "file_transfer_write", write_args(h, 500, data + 500, 500), &err);
+	CHECK(t, !err, "the second half, not committed yet");
 	cJSON_Delete(sc);
+	sc = call_nocommit(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0, "commit in the same turn");
+	cJSON_Delete(sc);
+	sv_stop(&v);   /* crash: the end record was never committed */
+	sv_start(&v, e);
+	sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0 && strcmp(str(sc, "sha256"), s1000) == 0 &&
+	      num(sc, "nextOffset") == 1000, "after the crash: completed at 1000, never back to an older cursor");
+	cJSON_Delete(sc);
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0 && strcmp(str(sc, "sha256"), s1000) == 0,
+	      "the commit retried after the crash: completed, the same sha256");
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	CHECK(t, access(p, F_OK) != 0, "and its staged bytes are gone");
+	snprintf(p, sizeof p, "%s/torn.bin", e->root);
+	back = slurp(p, &got);
+	CHECK(t, back && got == 1000 && memcmp(back, data, 1000) == 0, "the published file is whole");
+	free(back);
 
 	/* Compaction keeps live transfers and tombstones. */
 	CHECK(t, open_upload(&v, "compact.bin", 10, NULL, h, NULL) == 0, "an upload before compaction");
@@ -714,7 +730,7 @@ static void t_expiry(struct tally *t, struct env *e)
 	CHECK(t, send_range(&v, hc, (const unsigned char *)"x", 0, 1, 1) == 0, "one byte");
 	cJSON *sc = call(&v, "file_transfer_commit", h_args(hc), &err);
 	cJSON_Delete(sc);
-	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	CHECK(t, access(p, F_OK) == 0, "its staging file exists");
 	int64_t now = loop_wall_ms();
 	CHECK(t, transfers_collect(v.s.transfers, now + 6LL * 86400000) == 0, "nothing expires within 7 days");
@@ -1122,6 +1138,227 @@ static void t_names(struct tally *t, struct env *e)
 	      strcmp(u.name, "caf\xc3\xa9.txt") == 0, "an encoded plain name still parses");
 }
 
+/* ---- where staged bytes live, cross-file-system commits, identities across a reboot ------- */
+
+/* The identity transfer.c records for a folder (see fid_of there). */
+static void folder_fid(const char *dir, uint64_t *dev, uint64_t *ino, uint64_t *fsid, char *fh)
+{
+	struct stat st;
+	struct statfs sf;
+	union { struct file_handle h; char b[sizeof(struct file_handle) + 128]; } u;
+	int mnt, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0)
+		check_die("folder_fid");
+	uint32_t a, b;
+	memcpy(&a, &sf.f_fsid, 4);
+	memcpy(&b, (char *)&sf.f_fsid + 4, 4);
+	*dev = (uint64_t)st.st_dev;
+	*ino = (uint64_t)st.st_ino;
+	*fsid = (uint64_t)a << 32 | b;
+	fh[0] = 0;
+	u.h.handle_bytes = 128;
+	if (name_to_handle_at(fd, "", &u.h, &mnt, AT_EMPTY_PATH) == 0) {
+		unsigned char tb[4];
+		memcpy(tb, &u.h.handle_type, 4);
+		char *o = fh;
+		for (int i = 0; i < 4; i++)
+			o += sprintf(o, "%02x", tb[i]);
+		for (unsigned i = 0; i < u.h.handle_bytes; i++)
+			o += sprintf(o, "%02x", u.h.f_handle[i]);
+	}
+	close(fd);
+}
+
+/* Journal an upload of `path` in progress with the given folder identity, as a server that
+ * ran before a reboot would have (open record, one chunk, the staged bytes in uploads/). */
+static void plant_upload(struct sv *v, const struct env *e, const char *h, const char *path,
+                         const unsigned char *data, size_t n, uint64_t dev, uint64_t ino, uint64_t fsid,
+                         const char *fh)
+{
+	char p[1600];
+	struct frame_map r;
+	frame_map_begin(&r, 12);
+	frame_pack_kv_str(&r.pk, "h", h);
+	frame_pack_kv_str(&r.pk, "dir", "upload");
+	frame_pack_kv_str(&r.pk, "path", path);
+	frame_pack_kv_int(&r.pk, "size", (int64_t)(2 * n));
+	frame_pack_kv_str(&r.pk, "want", "");
+	frame_pack_kv_int(&r.pk, "ow", 0);
+	frame_pack_kv_int(&r.pk, "at", loop_wall_ms());
+	frame_pack_kv_int(&r.pk, "dev", (int64_t)dev);
+	frame_pack_kv_int(&r.pk, "ino", (int64_t)ino);
+	frame_pack_kv_int(&r.pk, "fsid", (int64_t)fsid);
+	frame_pack_kv_str(&r.pk, "fh", fh);
+	frame_pack_kv_str(&r.pk, "sha", "");
+	if (persist_append(v->s.persist, 64, r.sb.data, r.sb.size) < 0)
+		check_die("persist_append");
+	msgpack_sbuffer_destroy(&r.sb);
+	frame_map_begin(&r, 4);
+	frame_pack_kv_str(&r.pk, "h", h);
+	frame_pack_kv_int(&r.pk, "off", 0);
+	frame_pack_kv_int(&r.pk, "len", (int64_t)n);
+	frame_pack_kv_int(&r.pk, "at", loop_wall_ms());
+	if (persist_append(v->s.persist, 65, r.sb.data, r.sb.size) < 0 || persist_commit(v->s.persist) < 0)
+		check_die("persist_append");
+	msgpack_sbuffer_destroy(&r.sb);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	check_put(p, data, n);
+}
+
+static void t_identity(struct tally *t, struct env *e)
+{
+	static const struct { const char *what; int dev, ino, fsid, fh, resumes; } cases[] = {
+		{ "the same folder, nothing renumbered", 0, 0, 0, 0, 1 },
+		{ "another st_dev (a reboot), same inode and fsid: resumed", 1, 0, 0, 0, 1 },
+		{ "another st_dev and fsid (fsid from the device), same file handle: resumed", 1, 0, 1, 0, 1 },
+		{ "another inode (the folder was replaced): failed", 0, 1, 0, 0, 0 },
+		{ "another st_dev, fsid and file handle: failed", 1, 0, 1, 1, 0 },
+	};
+	unsigned char data[4000];
+	char base[500], path[1200], fh[300], h[33];
+	uint64_t dev, ino, fsid;
+	fill(data, sizeof data, 12);
+	snprintf(base, sizeof base, "%.480s", e->state);
+	folder_fid(e->root, &dev, &ino, &fsid, fh);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct env ei = *e;
+		struct sv v;
+		int err;
+		snprintf(ei.state, sizeof ei.state, "%s/id%zu", base, i);
+		check_mkdir(ei.state);
+		snprintf(h, sizeof h, "%031zx%c", i, 'a');
+		snprintf(path, sizeof path, "%s/ident%zu.bin", e->root, i);
+		sv_start(&v, &ei);
+		plant_upload(&v, &ei, h, path, data, 2000, cases[i].dev ? dev + 77 : dev, cases[i].ino ? ino + 1 : ino,
+		             cases[i].fsid ? fsid ^ 0x5a5a : fsid, cases[i].fh ? "01000000ffff" : fh);
+		sv_stop(&v);
+		sv_start(&v, &ei);   /* the "reboot" */
+		cJSON *sc = call(&v, "file_transfer_status", h_args(h), &err);
+		int active = !err && strcmp(str(sc, "status"), "active") == 0 && num(sc, "nextOffset") == 2000;
+		cJSON_Delete(sc);
+		if (cases[i].resumes) {
+			int sent = active && send_range(&v, h, data, 2000, 4000, 2000) == 0;
+			sc = call(&v, "file_transfer_commit", h_args(h), &err);
+			size_t got = 0;
+			unsigned char *back = slurp(path, &got);
+			CHECK(t, sent && !err && back && got == 4000 && memcmp(back, data, 4000) == 0, cases[i].what);
+			free(back);
+			cJSON_Delete(sc);
+		} else {
+			sc = call(&v, "file_transfer_status", h_args(h), &err);
+			const cJSON *er = cJSON_GetObjectItem(sc, "error");
+			CHECK(t, !err && strcmp(str(sc, "status"), "failed") == 0 && er &&
+			      strstr(str(er, "message"), "replaced") != NULL, cases[i].what);
+			cJSON_Delete(sc);
+		}
+		sv_stop(&v);
+	}
+}
+
+/* No job-reachable staging: nothing of an upload is in the destination folder until the
+ * commit, and a file planted at the reserved temporary name cannot take the upload's place. */
+static void t_staging(struct tally *t, struct env *e)
+{
+	struct sv v;
+	char h[33], p[1600], sha[65];
+	unsigned char data[70000];
+	int err;
+	fill(data, sizeof data, 21);
+	blob_sha256_hex(data, sizeof data, sha);
+	sv_start(&v, e);
+	CHECK(t, open_upload(&v, "staged.bin", (long long)sizeof data, sha, h, NULL) == 0, "an upload");
+	CHECK(t, send_range(&v, h, data, 0, sizeof data, 65536) == 0, "its bytes");
+	DIR *d = opendir(e->root);
+	struct dirent *de;
+	int seen = 0;
+	while (d && (de = readdir(d)))
+		seen |= strncmp(de->d_name, ".fp-upload-", 11) == 0 || strcmp(de->d_name, "staged.bin") == 0;
+	if (d)
+		closedir(d);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	struct stat st;
+	CHECK(t, !seen && stat(p, &st) == 0 && st.st_size == (off_t)sizeof data && (st.st_mode & 0777) == 0600,
+	      "the bytes are staged in the state dir, nothing in the file root");
+	/* The job plants its own bytes at the names a commit might use. */
+	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	check_put(p, "job bytes", 9);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "commit: completed");
+	cJSON_Delete(sc);
+	size_t got = 0;
+	snprintf(p, sizeof p, "%s/staged.bin", e->root);
+	unsigned char *back = slurp(p, &got);
+	CHECK(t, back && got == sizeof data && memcmp(back, data, got) == 0 && stat(p, &st) == 0 && st.st_nlink == 1,
+	      "the published file is the hashed bytes, with one link");
+	free(back);
+
+	/* overwrite goes through the reserved temporary name: a planted file there is replaced */
+	cJSON *a = open_args("upload", "staged.bin", 5, NULL);
+	cJSON_AddBoolToObject(a, "overwrite", 1);
+	sc = call(&v, "file_transfer_open", a, &err);
+	snprintf(h, sizeof h, "%s", str(sc, "handle"));
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	check_put(p, "job bytes", 9);
+	CHECK(t, send_range(&v, h, (const unsigned char *)"fresh", 0, 5, 5) == 0, "an overwrite upload");
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err, "its commit");
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/staged.bin", e->root);
+	back = slurp(p, &got);
+	CHECK(t, back && got == 5 && memcmp(back, "fresh", 5) == 0, "the overwrite holds the upload's bytes");
+	free(back);
+	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	CHECK(t, access(p, F_OK) != 0, "and the temporary name is gone");
+	sv_stop(&v);
+}
+
+/* The state dir on another file system than the root (tmpfs against the test's folder): the
+ * commit copies from the hashed descriptor, syncs, verifies and links the copy. */
+static void t_crossfs(struct tally *t, struct env *e)
+{
+	struct stat a, b;
+	struct env ex = *e;
+	snprintf(ex.state, sizeof ex.state, "/dev/shm/fp-xfs-XXXXXX");
+	if (stat("/dev/shm", &a) < 0 || stat(e->root, &b) < 0 || a.st_dev == b.st_dev || !mkdtemp(ex.state)) {
+		printf("# skip cross-file-system commit: /dev/shm is missing or on the root's file system\n");
+		return;
+	}
+	struct sv v;
+	char h[33], sha[65], p[1600];
+	size_t N = 3 * 1048576 + 77;
+	unsigned char *data = malloc(N);
+	int err;
+	fill(data, N, 5);
+	blob_sha256_hex(data, N, sha);
+	sv_start(&v, &ex);
+	CHECK(t, open_upload(&v, "xfs.bin", (long long)N, sha, h, NULL) == 0, "cross-fs: an upload");
+	CHECK(t, send_range(&v, h, data, 0, N, 1048576) == 0, "cross-fs: its bytes");
+	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "cross-fs: commit completed");
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/xfs.bin", e->root);
+	size_t got = 0;
+	unsigned char *back = slurp(p, &got);
+	CHECK(t, back && got == N && memcmp(back, data, N) == 0 && stat(p, &a) == 0 && (a.st_mode & 0777) == 0600,
+	      "cross-fs: the copy in place is whole, mode 0600");
+	free(back);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", ex.state, h);
+	CHECK(t, access(p, F_OK) != 0, "cross-fs: the staged bytes are removed");
+	DIR *d = opendir(e->root);
+	struct dirent *de;
+	int left = 0;
+	while (d && (de = readdir(d)))
+		left |= strncmp(de->d_name, ".fp-upload-", 11) == 0 && strstr(de->d_name, h) != NULL;
+	if (d)
+		closedir(d);
+	CHECK(t, !left, "cross-fs: no temporary file left in the root");
+	sv_stop(&v);
+	free(data);
+	check_rm_rf(ex.state);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -1132,7 +1369,7 @@ int main(void)
 	check_mkdir(e.root);
 	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_names, t_b64, t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_names, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
