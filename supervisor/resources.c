@@ -310,16 +310,21 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		if (f < 0)
 			continue;
 		if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1 ||
-		    total + st.st_size > ARTIFACTS_MAX_BYTES || blob_sha256_fd(f, (uint64_t)st.st_size, sha) < 0) {
+		    total + st.st_size > ARTIFACTS_MAX_BYTES) {
 			if (total + st.st_size > ARTIFACTS_MAX_BYTES)
 				fplog(&sv->log, FPLOG_WARNING, t->id, "outputs/%s left out: artifacts are limited to "
 				      "%lld bytes per task", names[i], (long long)ARTIFACTS_MAX_BYTES);
 			close(f);
 			continue;
 		}
-		/* Read-only from now on: the hash in the task's record describes these bytes. */
+		/* Read-only before it is hashed: the hash in the task's record describes these bytes.
+		 * Large ones are hashed in the worker pool (the list says sha256Status "pending"
+		 * until then), very large ones not at all. */
 		fchmod(f, 0444);
+		int hr = transfer_hash_artifact(tr, t, names[i], f, &st, sha);
 		close(f);
+		if (hr < 0)
+			continue;
 		total += st.st_size;
 		if (!arr && !(arr = cJSON_CreateArray()))
 			goto out;
@@ -327,7 +332,7 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		res_uri_format(uri, sizeof uri, RES_ARTIFACT, t->id, names[i]);
 		cJSON_AddStringToObject(a, "name", names[i]);
 		cJSON_AddNumberToObject(a, "size", (double)st.st_size);
-		cJSON_AddStringToObject(a, "sha256", sha);
+		artifact_set_sha(a, hr == 0 ? sha : NULL, hr == ARTIFACT_SKIPPED ? "skipped" : "pending");
 		cJSON_AddStringToObject(a, "uri", uri);
 		cJSON_AddItemToArray(arr, a);
 	}

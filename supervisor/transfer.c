@@ -42,6 +42,7 @@
 #include "schema.h"
 #include "tasks.h"
 #include "wire.h"
+#include "workers.h"
 
 #define XFER_TTL_MS     (7LL * 24 * 3600 * 1000)
 #define CHUNK_SIZE      (256 * 1024)
@@ -55,10 +56,11 @@
 #define IO_BUF          (1 << 20)
 #define MAX_READY       64          /* transfers holding descriptors at once */
 #define JSON_INT_MAX    9007199254740991.0   /* 2^53 - 1: larger integers do not survive JSON */
+#define HASH_INLINE_MAX (1 << 20)  /* files up to this are hashed on the loop: quicker than a hop */
 
 enum {
 	REC_X_OPEN = 64, REC_X_CHUNK = 65, REC_X_END = 66, REC_X_GONE = 67, REC_X_CURSOR = 68,
-	REC_X_INTENT = 69, REC_X_SNAP = 80, REC_X_TOMB = 81,
+	REC_X_INTENT = 69, REC_X_ARTSHA = 70, REC_X_SNAP = 80, REC_X_TOMB = 81,
 };
 
 /* Which file or folder, in a way that survives a reboot.  st_dev is only a number the kernel
@@ -113,6 +115,7 @@ struct transfers {
 	struct xtomb *tombs;
 	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
 	char *enc;                  /* B64_ENCODED_SIZE(CHUNK_MAX) */
+	size_t jobs;                /* hash jobs in the worker pool */
 	char msg[1024];             /* transfers_msgbuf */
 };
 
@@ -719,9 +722,34 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 	return x;
 }
 
+/* An artifact hashed after its task finished: its digest goes into the task's list. */
+static int replay_artsha(struct transfers *tr, const msgpack_object *m, char *err, size_t errlen)
+{
+	char id[33], name[NAME_MAX + 1], sha[65] = "", status[16] = "failed";
+	if (frame_get_strcpy(m, "t", id, sizeof id) < 0 || frame_get_strcpy(m, "name", name, sizeof name) < 0) {
+		snprintf(err, errlen, "artifact digest record without a task or name");
+		return -1;
+	}
+	frame_get_strcpy(m, "sha", sha, sizeof sha);
+	if (frame_get_strcpy(m, "status", status, sizeof status) < 0 || !status[0])
+		snprintf(status, sizeof status, "failed");
+	struct task *t = tr->sv->tasks ? tasks_find(tr->sv->tasks, id) : NULL;
+	cJSON *a;
+	if (!t)
+		return 0;   /* the task expired later in the journal */
+	cJSON_ArrayForEach(a, t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(a, "name");
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+			artifact_set_sha(a, sha, status);
+	}
+	return 0;
+}
+
 int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, char *err, size_t errlen)
 {
 	char h[33], st[16];
+	if (type == REC_X_ARTSHA)
+		return replay_artsha(tr, m, err, errlen);
 	if (frame_get_strcpy(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
 		snprintf(err, errlen, "transfer record of type %d has no valid handle", type);
 		return -1;
@@ -931,6 +959,7 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 }
 
 static void limit_ready(struct transfers *tr, const struct xfer *keep);
+static void rehash_artifacts(struct transfers *tr);
 
 void transfers_recover(struct transfers *tr)
 {
@@ -953,6 +982,7 @@ void transfers_recover(struct transfers *tr)
 		limit_ready(tr, NULL);
 	}
 	prune_tombs(tr, now);
+	rehash_artifacts(tr);
 }
 
 size_t transfers_collect(struct transfers *tr, int64_t now)
@@ -1278,44 +1308,133 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 	return 0;
 }
 
-static cJSON *open_download(struct transfers *tr, const char *path)
+/* ---- hashing off the loop -------------------------------------------------------------------- */
+
+/* sha256 of bytes [0, size) of fd.  Only data extents are read (SEEK_DATA/SEEK_HOLE): a hole is
+ * fed to the digest as zeros without a read, which is what makes a sparse file cheap to hash
+ * apart from the digest itself.  Gives up with -ECANCELED once the pool stops (w may be NULL),
+ * -EAGAIN if the file's size or mtime differ from *before at the end (it was being written).
+ * Touches nothing but its arguments: safe on a worker thread. */
+static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
 {
-	char abs[PATH_MAX + 64];
-	struct stat st, st2;
-	struct xfer *x = NULL;
-	cJSON *e = NULL, *res;
-	int fd = -1, rc;
-	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0) {
-		res = facade_failure(e);
-		goto out;
+	static const unsigned char zeros[1 << 16];
+	unsigned char *buf = malloc(IO_BUF), d[EVP_MAX_MD_SIZE];
+	EVP_MD_CTX *md = md_new();
+	int64_t off = 0;
+	int rc = buf && md ? 0 : -ENOMEM;
+	while (rc == 0 && off < size) {
+		if (w && workers_stopping(w)) {
+			rc = -ECANCELED;
+			break;
+		}
+		off_t data = lseek(fd, (off_t)off, SEEK_DATA);
+		if (data < 0)
+			data = errno == ENXIO ? (off_t)size : (off_t)off;   /* no data past off / no SEEK_DATA */
+		if (data > size)
+			data = (off_t)size;
+		for (; off < data; ) {
+			size_t n = (size_t)(data - off < (int64_t)sizeof zeros ? data - off : (int64_t)sizeof zeros);
+			EVP_DigestUpdate(md, zeros, n);
+			off += (int64_t)n;
+		}
+		off_t hole = off < size ? lseek(fd, (off_t)off, SEEK_HOLE) : (off_t)size;
+		if (hole < 0 || hole <= off || hole > size)
+			hole = (off_t)size;
+		while (rc == 0 && off < hole) {
+			size_t want = (size_t)(hole - off < IO_BUF ? hole - off : IO_BUF);
+			ssize_t r = wire_pread_upto(fd, buf, want, (uint64_t)off);
+			if (r < 0)
+				rc = (int)r;
+			else if ((size_t)r < want)
+				rc = -EAGAIN;
+			else
+				EVP_DigestUpdate(md, buf, (size_t)r);
+			off += r > 0 ? r : 0;
+			if (w && workers_stopping(w))
+				rc = -ECANCELED;
+		}
 	}
-	if (st.st_size > XFER_MAX_BYTES) {
-		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
-		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
-		goto out;
-	}
-	if (!(x = xfer_alloc("")) || wire_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
-		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
-		goto out;
-	}
-	rc = blob_sha256_fd(fd, (uint64_t)st.st_size, x->sha);
-	if (rc == 0 && (fstat(fd, &st2) < 0 || st2.st_size != st.st_size ||
-	                st2.st_mtim.tv_sec != st.st_mtim.tv_sec || st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec))
+	struct stat st;
+	unsigned n = 0;
+	if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size != before->st_size || st.st_mtim.tv_sec != before->st_mtim.tv_sec ||
+	                st.st_mtim.tv_nsec != before->st_mtim.tv_nsec))
 		rc = -EAGAIN;
-	if (rc < 0) {
-		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
-		               "being written.", "'%s' could not be read whole: %s.", abs,
-		               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" : strerror(-rc)));
-		goto out;
+	if (rc == 0 && (EVP_DigestFinal_ex(md, d, &n) != 1 || n != 32))
+		rc = -ENOMEM;
+	if (rc == 0)
+		wire_hex(d, 32, out);
+	EVP_MD_CTX_free(md);
+	free(buf);
+	return rc;
+}
+
+enum hkind { H_OPEN, H_READ, H_ARTIFACT };
+
+/* One file hashed in the worker pool, and what to do with the digest back on the loop. */
+struct hjob {
+	struct transfers *tr;
+	enum hkind kind;
+	int fd;
+	struct stat st;
+	char abs[PATH_MAX + 64];    /* H_OPEN: the download's path or URI */
+	char h[33];                 /* H_READ: the download being reopened */
+	cJSON *args;                /* H_READ: the read's arguments (owned) */
+	char task[33];              /* H_ARTIFACT */
+	char name[NAME_MAX + 1];
+	struct transfer_later later;
+	int rc;                     /* from the worker */
+	char sha[65];
+};
+
+static void hj_run(struct workers *w, void *arg)
+{
+	struct hjob *j = arg;
+	j->rc = hash_file(w, j->fd, j->st.st_size, &j->st, j->sha);
+}
+
+static void hj_done(void *arg, int ran);
+
+/* Hand j to the pool.  0; or -errno, and then j is the caller's still. */
+static int hj_submit(struct transfers *tr, struct hjob *j)
+{
+	int rc = workers_submit(tr->sv->workers, hj_run, hj_done, j);
+	if (rc == 0)
+		tr->jobs++;
+	return rc;
+}
+
+/* Should this file be hashed in the pool?  Small files are hashed at once. */
+static int hash_later(const struct transfers *tr, int64_t size)
+{
+	return tr->sv->workers && size > HASH_INLINE_MAX;
+}
+
+static cJSON *hash_failure(const char *abs, int rc)
+{
+	return facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
+	               "being written.", "'%s' could not be read whole: %s.", abs,
+	               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" :
+	               rc == -ECANCELED ? "the server is stopping" : strerror(-rc)));
+}
+
+/* The download is hashed: it gets its handle (fd is taken). */
+static cJSON *download_opened(struct transfers *tr, int *fd, const struct stat *st, const char *abs, const char *sha)
+{
+	struct xfer *x = xfer_alloc("");
+	if (!x || wire_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
+		if (x)
+			xfer_free(x);
+		return facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
 	}
+	memcpy(x->sha, sha, 65);
 	x->dir = X_DOWNLOAD;
-	x->size = st.st_size;
-	fid_of_stat(&st, fd, &x->id);
-	x->mtime = st.st_mtim;
-	x->ctime = st.st_ctim;
+	x->size = st->st_size;
+	fid_of_stat(st, *fd, &x->id);
+	x->mtime = st->st_mtim;
+	x->ctime = st->st_ctim;
 	x->created_ms = x->touched_ms = now_ms();
-	x->fd = fd;
-	fd = -1;
+	x->fd = *fd;
+	*fd = -1;
 	x->ready = 1;
 	x->next = tr->list;
 	tr->list = x;
@@ -1330,11 +1449,43 @@ static cJSON *open_download(struct transfers *tr, const char *path)
 	cJSON_AddStringToObject(o, "note", "Download open. Call file_transfer_read {handle} repeatedly (each "
 		"read continues where the last ended) until eof is true, decode each data field from base64 "
 		"and append it; the bytes' sha256 must equal sha256.");
-	res = facade_result(o, 0);
-	x = NULL;
-out:
-	if (x)
-		xfer_free(x);
+	limit_ready(tr, x);
+	return facade_result(o, 0);
+}
+
+/* The whole file's sha256 is computed at open, from the descriptor the reads then use.  A
+ * large file is hashed in the worker pool and the open answers through later when it is done
+ * (NULL returned); the loop goes on serving meanwhile. */
+static cJSON *open_download(struct transfers *tr, const char *path, const struct transfer_later *later)
+{
+	char abs[PATH_MAX + 64], sha[65];
+	struct stat st;
+	cJSON *e = NULL, *res;
+	int fd = -1, rc;
+	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0)
+		return facade_failure(e);
+	if (st.st_size > XFER_MAX_BYTES) {
+		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
+		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
+		close(fd);
+		return res;
+	}
+	if (later && hash_later(tr, st.st_size)) {
+		struct hjob *j = calloc(1, sizeof *j);
+		if (j) {
+			j->tr = tr;
+			j->kind = H_OPEN;
+			j->fd = fd;
+			j->st = st;
+			j->later = *later;
+			snprintf(j->abs, sizeof j->abs, "%s", abs);
+			if (hj_submit(tr, j) == 0)
+				return NULL;
+			free(j);
+		}
+	}
+	rc = hash_file(NULL, fd, st.st_size, &st, sha);
+	res = rc < 0 ? hash_failure(abs, rc) : download_opened(tr, &fd, &st, abs, sha);
 	if (fd >= 0)
 		close(fd);
 	return res;
@@ -1439,25 +1590,54 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 	return facade_result(o, 0);
 }
 
-/* A download handle after a restart: open the same file again and check it is unchanged. */
-static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e)
+/* A download handle after a restart or parking: open the same file again and check it is the
+ * same file (fid_same) with the same size.  Parked in this process with unchanged mtime and
+ * ctime (which no one can set back), it is the same bytes; otherwise its sha256 is computed
+ * again — in the pool when it is large and the answer can wait (1: j was submitted and will
+ * answer).  0 ready, -ESTALE changed, -1 with *e not there. */
+static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, const struct transfer_later *later,
+                           const cJSON *args)
 {
 	char abs[PATH_MAX + 64], sha[65];
 	struct stat st;
+	struct fid now;
 	int fd = -1;
 	if (download_fd(tr, x->path, &fd, &st, abs, sizeof abs, e) < 0)
 		return -1;
-	struct fid now;
 	fid_of_stat(&st, fd, &now);
-	if (!fid_same(&x->id, &now) || st.st_size != x->size ||
-	    blob_sha256_fd(fd, (uint64_t)st.st_size, sha) < 0 || strcmp(sha, x->sha) != 0) {
+	int same_times = x->parked && st.st_mtim.tv_sec == x->mtime.tv_sec && st.st_mtim.tv_nsec == x->mtime.tv_nsec &&
+	                 st.st_ctim.tv_sec == x->ctime.tv_sec && st.st_ctim.tv_nsec == x->ctime.tv_nsec;
+	if (!fid_same(&x->id, &now) || st.st_size != x->size) {
+		close(fd);
+		*e = NULL;
+		return -ESTALE;
+	}
+	if (!same_times && later && hash_later(tr, st.st_size)) {
+		struct hjob *j = calloc(1, sizeof *j);
+		if (j && (j->args = cJSON_Duplicate(args, 1))) {
+			j->tr = tr;
+			j->kind = H_READ;
+			j->fd = fd;
+			j->st = st;
+			j->later = *later;
+			memcpy(j->h, x->h, sizeof j->h);
+			if (hj_submit(tr, j) == 0)
+				return 1;
+		}
+		if (j)
+			cJSON_Delete(j->args);
+		free(j);
+	}
+	if (!same_times && (hash_file(NULL, fd, st.st_size, &st, sha) < 0 || strcmp(sha, x->sha) != 0)) {
 		close(fd);
 		*e = NULL;
 		return -ESTALE;
 	}
 	x->fd = fd;
 	x->mtime = st.st_mtim;
+	x->ctime = st.st_ctim;
 	x->ready = 1;
+	x->parked = 0;
 	return 0;
 }
 
@@ -1469,8 +1649,9 @@ static cJSON *changed(struct transfers *tr, struct xfer *x)
 	                "no longer match sha256 %s.", x->path, x->sha));
 }
 
-static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, const cJSON *jlen)
+static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *args, const struct transfer_later *later)
 {
+	const cJSON *joff = cJSON_GetObjectItem(args, "offset"), *jlen = cJSON_GetObjectItem(args, "length");
 	if (x->dir != X_DOWNLOAD)
 		return facade_failure(invalid_param("handle", "Use file_transfer_write with an upload handle.",
 		                          "This handle is an upload; file_transfer_read needs a download handle."));
@@ -1478,7 +1659,9 @@ static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, c
 		return facade_failure(not_active(x));
 	if (!x->ready) {
 		cJSON *e = NULL;
-		int rc = download_reopen(tr, x, &e);
+		int rc = download_reopen(tr, x, &e, later, args);
+		if (rc == 1)
+			return NULL;   /* answered when the file has been hashed again */
 		if (rc == -ESTALE)
 			return changed(tr, x);
 		if (rc < 0) {
@@ -1737,7 +1920,149 @@ static cJSON *do_status(struct transfers *tr, struct xfer *x)
 	return facade_result(o, 0);
 }
 
+/* A download reopened in the pool: if its bytes still hash to the sha256 of its open, the
+ * read that asked goes ahead. */
+static cJSON *read_verified(struct transfers *tr, struct hjob *j)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x)
+		return facade_failure(unknown_handle(tr, j->h));
+	if (x->state != XS_ACTIVE)
+		return facade_failure(not_active(x));
+	if (!x->ready) {
+		if (j->rc < 0 || strcmp(j->sha, x->sha) != 0)
+			return changed(tr, x);
+		x->fd = j->fd;
+		j->fd = -1;
+		x->mtime = j->st.st_mtim;
+		x->ctime = j->st.st_ctim;
+		x->ready = 1;
+		x->parked = 0;
+	}
+	cJSON *r = do_read(tr, x, j->args, NULL);
+	limit_ready(tr, x);
+	return r;
+}
+
+/* An artifact's digest: into the task's artifact list (sha256Status dropped, or "failed"),
+ * and into the journal, so the task's record says it after a restart too. */
+static void artifact_hashed(struct transfers *tr, struct hjob *j)
+{
+	struct task *t = tasks_find(tr->sv->tasks, j->task);
+	cJSON *a;
+	if (!t)
+		return;   /* expired meanwhile */
+	cJSON_ArrayForEach(a, t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(a, "name");
+		if (!cJSON_IsString(n) || strcmp(n->valuestring, j->name) != 0)
+			continue;
+		const char *status = j->rc == -EFBIG ? "skipped" : "failed";
+		artifact_set_sha(a, j->rc == 0 ? j->sha : NULL, status);
+		if (j->rc < 0)
+			fplog(&tr->sv->log, FPLOG_WARNING, t->id, "artifact %s could not be hashed: %s", j->name,
+			      j->rc == -EAGAIN ? "it changed while it was read" : strerror(-j->rc));
+		struct frame_map r;
+		frame_map_begin(&r, 5);
+		frame_pack_kv_str(&r.pk, "t", t->id);
+		frame_pack_kv_str(&r.pk, "name", j->name);
+		frame_pack_kv_int(&r.pk, "size", (int64_t)j->st.st_size);
+		frame_pack_kv_str(&r.pk, "sha", j->rc == 0 ? j->sha : "");
+		frame_pack_kv_str(&r.pk, "status", j->rc == 0 ? "" : status);
+		rec_end(tr, &r, REC_X_ARTSHA);
+		return;
+	}
+}
+
+static void hj_done(void *arg, int ran)
+{
+	struct hjob *j = arg;
+	struct transfers *tr = j->tr;
+	cJSON *r = NULL;
+	tr->jobs--;
+	if (!ran) {
+		if (j->kind != H_ARTIFACT && j->later.drop)
+			j->later.drop(j->later.ctx);
+	} else if (j->kind == H_OPEN) {
+		r = j->rc < 0 ? hash_failure(j->abs, j->rc) : download_opened(tr, &j->fd, &j->st, j->abs, j->sha);
+		j->later.answer(j->later.ctx, r);
+	} else if (j->kind == H_READ) {
+		r = read_verified(tr, j);
+		j->later.answer(j->later.ctx, r);
+	} else {
+		artifact_hashed(tr, j);
+	}
+	if (j->fd >= 0)
+		close(j->fd);
+	cJSON_Delete(j->args);
+	free(j);
+}
+
+int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
+                           const struct stat *st, char sha[65])
+{
+	long cap = tr->sv->cfg ? tr->sv->cfg->server.artifact_hash_max_bytes : ARTIFACT_HASH_MAX_DEFAULT;
+	if (st->st_size > cap)
+		return ARTIFACT_SKIPPED;
+	if (hash_later(tr, st->st_size)) {
+		struct hjob *j = calloc(1, sizeof *j);
+		if (j && (j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+			j->tr = tr;
+			j->kind = H_ARTIFACT;
+			j->st = *st;
+			snprintf(j->task, sizeof j->task, "%s", t->id);
+			snprintf(j->name, sizeof j->name, "%s", name);
+			if (hj_submit(tr, j) == 0)
+				return ARTIFACT_PENDING;
+			close(j->fd);
+		}
+		free(j);
+	}
+	return hash_file(NULL, fd, st->st_size, st, sha);
+}
+
+void artifact_set_sha(cJSON *a, const char *sha, const char *status)
+{
+	cJSON_DeleteItemFromObject(a, "sha256");
+	cJSON_DeleteItemFromObject(a, "sha256Status");
+	if (sha && *sha)
+		cJSON_AddStringToObject(a, "sha256", sha);
+	else
+		cJSON_AddStringToObject(a, "sha256Status", status);
+}
+
+/* After a restart: artifacts whose hashing was cut short are hashed again. */
+static void rehash_artifacts(struct transfers *tr)
+{
+	for (struct task *t = tr->sv->tasks ? tasks_newest(tr->sv->tasks) : NULL; t; t = t->next) {
+		cJSON *a;
+		cJSON_ArrayForEach(a, t->artifacts) {
+			const cJSON *n = cJSON_GetObjectItem(a, "name"), *stt = cJSON_GetObjectItem(a, "sha256Status");
+			char err[600], sha[65];
+			struct stat st;
+			int fd;
+			if (!cJSON_IsString(n) || !cJSON_IsString(stt) || strcmp(stt->valuestring, "pending") != 0 ||
+			    res_artifact_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
+				continue;
+			int rc = transfer_hash_artifact(tr, t, n->valuestring, fd, &st, sha);
+			if (rc == 0 || rc == ARTIFACT_SKIPPED || rc < 0) {
+				struct hjob j = { .tr = tr, .rc = rc == ARTIFACT_SKIPPED ? -EFBIG : rc, .st = st };
+				snprintf(j.task, sizeof j.task, "%s", t->id);
+				snprintf(j.name, sizeof j.name, "%s", n->valuestring);
+				memcpy(j.sha, sha, sizeof sha);
+				artifact_hashed(tr, &j);
+			}
+			close(fd);
+		}
+	}
+}
+
 cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args)
+{
+	return transfer_call_later(tr, name, schema, args, NULL);
+}
+
+cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
+                           const struct transfer_later *later)
 {
 	char err[256], field[128];
 	if (schema_validate(schema, args, err, sizeof err, field, sizeof field) < 0)
@@ -1754,7 +2079,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 				return facade_failure(invalid_param(sz ? "size" : sha ? "sha256" : "overwrite", "Leave out size, sha256 "
 					"and overwrite for downloads: the answer reports the file's size and sha256.",
 					"size, sha256 and overwrite apply to uploads only."));
-			cJSON *r = open_download(tr, path);
+			cJSON *r = open_download(tr, path, later);
 			limit_ready(tr, tr->list);
 			return r;
 		}
@@ -1781,7 +2106,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
 		             cJSON_GetObjectItem(args, "data")->valuestring);
 	else if (strcmp(name, "file_transfer_read") == 0)
-		r = do_read(tr, x, cJSON_GetObjectItem(args, "offset"), cJSON_GetObjectItem(args, "length"));
+		r = do_read(tr, x, args, later);
 	else if (strcmp(name, "file_transfer_commit") == 0)
 		r = do_commit(tr, x);
 	else if (strcmp(name, "file_transfer_status") == 0)

@@ -33,8 +33,24 @@ size_t transfers_collect(struct transfers *tr, int64_t now_wall);
 /* The five tool definitions for tools/list, appended to arr. */
 void transfer_list_tools(cJSON *arr);
 int transfer_is_tool(const char *name);
-/* Run one (arguments validated against schema here).  Returns a CallToolResult. */
+/* Run one (arguments validated against schema here).  Returns a CallToolResult.  Blocking
+ * work (hashing a large file) is done inline. */
 cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args);
+
+/* How an answer that is not ready yet reaches the caller: answer(ctx, result) is called once,
+ * on the loop thread, with the CallToolResult (consumed; NULL when out of memory) — or, if the
+ * worker pool stops first, drop(ctx) instead. */
+struct transfer_later {
+	void (*answer)(void *ctx, cJSON *result);
+	void (*drop)(void *ctx);
+	void *ctx;
+};
+/* transfer_call, but a download open (or a read that must verify a download again after a
+ * restart) of a file over 1 MiB is hashed in sv->workers: then NULL is returned and the answer
+ * comes through later (copied; args are not kept).  With later NULL or no worker pool, the
+ * same as transfer_call.  Other calls are answered at once meanwhile. */
+cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
+                           const struct transfer_later *later);
 
 /* Files in and out of jobs.
  * transfer_prepare_args: creates work_dir/inputs/ and work_dir/outputs/; then for every argument
