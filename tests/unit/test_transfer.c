@@ -31,6 +31,7 @@
 #include "persist.h"
 #include "resources.h"
 #include "tasks.h"
+#include "workers.h"
 
 #include "check.h"
 
@@ -1359,6 +1360,206 @@ static void t_crossfs(struct tally *t, struct env *e)
 	check_rm_rf(ex.state);
 }
 
+/* ---- hashing in the worker pool -------------------------------------------------------------- */
+
+struct answer {
+	int answered, dropped;
+	cJSON *sc;          /* structuredContent */
+	int is_error;
+	int64_t at;         /* loop_now() when it came */
+};
+
+static void got_answer(void *ctx, cJSON *r)
+{
+	struct answer *a = ctx;
+	a->answered++;
+	a->at = loop_now();
+	if (r) {
+		a->sc = cJSON_DetachItemFromObject(r, "structuredContent");
+		a->is_error = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
+		cJSON_Delete(r);
+	}
+}
+
+static void got_drop(void *ctx)
+{
+	((struct answer *)ctx)->dropped++;
+}
+
+/* A call that may answer later; waits (on the pool's completions, not a clock) for it. */
+static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct answer *a, int wait)
+{
+	struct transfer_later later = { got_answer, got_drop, a };
+	memset(a, 0, sizeof *a);
+	cJSON *r = transfer_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
+	cJSON_Delete(args);
+	if (r) {
+		got_answer(a, r);
+		return a->sc;
+	}
+	while (wait && !a->answered && workers_pending(v->s.workers))
+		workers_wait(v->s.workers, 10000);
+	persist_commit(v->s.persist);
+	return a->sc;
+}
+
+static void sv_start_pool(struct sv *v, const struct env *e)
+{
+	sv_start(v, e);
+	if (workers_new(v->s.loop, 2, &v->s.workers) < 0)
+		check_die("workers_new");
+}
+
+static void sv_stop_pool(struct sv *v)
+{
+	workers_free(v->s.workers);
+	v->s.workers = NULL;
+	sv_stop(v);
+}
+
+/* A job that holds a worker thread until the pool stops. */
+static void hold_run(struct workers *w, void *arg)
+{
+	(void)arg;
+	while (!workers_stopping(w))
+		usleep(1000);
+}
+
+static void hold_done(void *arg, int ran)
+{
+	(void)arg;
+	(void)ran;
+}
+
+static void t_async(struct tally *t, struct env *e)
+{
+	struct sv v;
+	struct answer a, b;
+	char p[1600], sha[65], h[33], hu[33];
+	int err;
+	snprintf(p, sizeof p, "%s/sparse.bin", e->root);
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, 64 << 20) < 0 || pwrite(fd, "middle", 6, 32 << 20) != 6)
+		check_die("sparse file");
+	if (blob_sha256_fd(fd, 64 << 20, sha) < 0)
+		check_die("sha");
+	close(fd);
+	sv_start_pool(&v, e);
+	CHECK(t, open_upload(&v, "side.bin", 10, NULL, hu, NULL) == 0, "an upload to talk to meanwhile");
+
+	/* The open answers later; other calls are answered at once meanwhile. */
+	struct transfer_later later = { got_answer, got_drop, &a };
+	memset(&a, 0, sizeof a);
+	cJSON *args = open_args("download", "sparse.bin", -1, NULL);
+	int64_t t0 = loop_now();
+	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_open", schema_of(&v, "file_transfer_open"), args, &later);
+	int64_t t1 = loop_now();
+	cJSON_Delete(args);
+	CHECK(t, r == NULL && !a.answered, "a 64 MiB download open is hashed in the pool: no answer yet");
+	cJSON *sc = call(&v, "file_transfer_status", h_args(hu), &err);
+	CHECK(t, !err && !a.answered, "another call is answered while the hash runs");
+	cJSON_Delete(sc);
+	while (!a.answered && workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, a.answered == 1 && !a.is_error && a.sc && strcmp(str(a.sc, "sha256"), sha) == 0 && num(a.sc, "size") == 64 << 20,
+	      "the open's answer comes with the right sha256");
+	printf("# download open of a 64 MiB sparse file: %lld ms on the loop, answered after %lld ms\n",
+	       (long long)(t1 - t0), (long long)(a.at - t0));
+	snprintf(h, sizeof h, "%s", str(a.sc, "handle"));
+	cJSON_Delete(a.sc);
+	persist_commit(v.s.persist);
+	sc = call(&v, "file_transfer_read", read_args(h, 32 << 20, 6), &err);
+	size_t n = 0;
+	unsigned char dec[16];
+	CHECK(t, !err && b64_decode(str(sc, "data"), strlen(str(sc, "data")), dec, &n) == 6 && memcmp(dec, "middle", 6) == 0,
+	      "and reads come from the hashed descriptor");
+	cJSON_Delete(sc);
+	sv_stop_pool(&v);
+
+	/* After a restart the first read verifies the file again, in the pool. */
+	sv_start_pool(&v, e);
+	sc = call_later(&v, "file_transfer_read", read_args(h, 32 << 20, 6), &a, 1);
+	CHECK(t, a.answered == 1 && !a.is_error && sc && num(sc, "bytes") == 6, "a read after a restart: verified in the pool, then read");
+	cJSON_Delete(sc);
+	sv_stop_pool(&v);
+	/* The same size, other bytes: the check after the restart finds it. */
+	fd = open(p, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, "MIDDLE", 6, 32 << 20) != 6)
+		check_die("rewrite");
+	close(fd);
+	sv_start_pool(&v, e);
+	sc = call_later(&v, "file_transfer_read", read_args(h, 0, 6), &a, 1);
+	CHECK(t, a.answered == 1 && a.is_error && strcmp(code_of(sc), "checksum_mismatch") == 0,
+	      "a file changed while the server was down: checksum_mismatch after the hash");
+	cJSON_Delete(sc);
+
+	/* The pool stops with a hash queued: its caller is told by drop, exactly once. */
+	for (int i = 0; i < 2; i++)
+		workers_submit(v.s.workers, hold_run, hold_done, NULL);   /* both threads busy */
+	memset(&b, 0, sizeof b);
+	sc = call_later(&v, "file_transfer_open", open_args("download", "sparse.bin", -1, NULL), &b, 0);
+	CHECK(t, sc == NULL && !b.answered, "an open waiting for its hash");
+	workers_free(v.s.workers);
+	v.s.workers = NULL;
+	CHECK(t, b.dropped == 1 && !b.answered, "stopping the pool with the hash still queued drops the answer, once");
+	cJSON_Delete(b.sc);
+	sv_stop(&v);
+	unlink(p);
+}
+
+/* Artifacts over 1 MiB are hashed in the pool; over server.artifactHashMaxBytes not at all.
+ * The digest reaches the task's list and, through the journal, the next start. */
+static void t_artifact_hash(struct tally *t, struct env *e)
+{
+	struct sv v;
+	char work[1200], p[1600], sha[65];
+	const char *id = "fedcba9876543210fedcba9876543210";
+	sv_start_pool(&v, e);
+	snprintf(p, sizeof p, "%s/tasks", e->state); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/tasks/%s", e->state, id); check_mkdir(p);
+	snprintf(work, sizeof work, "%s/tasks/%s/work", e->state, id); check_mkdir(work);
+	snprintf(p, sizeof p, "%s/outputs", work); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/outputs/big.bin", work);
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, 48 << 20) < 0 || pwrite(fd, "x", 1, 1 << 20) != 1 || blob_sha256_fd(fd, 48 << 20, sha) < 0)
+		check_die("big artifact");
+	close(fd);
+	snprintf(p, sizeof p, "%s/outputs/huge.bin", work);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, 96 << 20) < 0)
+		check_die("huge artifact");
+	close(fd);
+	snprintf(p, sizeof p, "%s/outputs/small.txt", work); check_put(p, "small", 5);
+	v.s.cfg->server.artifact_hash_max_bytes = 64 << 20;
+	struct task *tk = fake_task(&v, id, TASK_COMPLETED);
+	tk->tool = config_tool(v.s.cfg, "t");
+	persist_created(v.s.persist, tk);
+	int64_t t0 = loop_now();
+	tk->artifacts = transfer_collect_artifacts(v.s.transfers, tk, work);
+	int64_t t1 = loop_now();
+	persist_finished(v.s.persist, tk);
+	persist_commit(v.s.persist);
+	const cJSON *big = cJSON_GetArrayItem(tk->artifacts, 0), *huge = cJSON_GetArrayItem(tk->artifacts, 1),
+	            *small = cJSON_GetArrayItem(tk->artifacts, 2);
+	CHECK(t, cJSON_GetArraySize(tk->artifacts) == 3 && strcmp(str(big, "sha256Status"), "pending") == 0 &&
+	      !cJSON_GetObjectItem(big, "sha256"), "a 48 MiB artifact: listed at once, sha256Status pending");
+	CHECK(t, strcmp(str(huge, "sha256Status"), "skipped") == 0 && num(huge, "size") == 96 << 20,
+	      "over artifactHashMaxBytes: listed with its size, sha256Status skipped");
+	CHECK(t, strlen(str(small, "sha256")) == 64, "a small one is hashed at once");
+	printf("# collecting 48 + 96 MiB of sparse artifacts: %lld ms on the loop\n", (long long)(t1 - t0));
+	while (workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, strcmp(str(big, "sha256"), sha) == 0 && !cJSON_GetObjectItem(big, "sha256Status"),
+	      "when the pool is done, the list has its sha256");
+	persist_commit(v.s.persist);
+	sv_stop_pool(&v);
+	sv_start(&v, e);
+	tk = tasks_find(v.s.tasks, id);
+	big = tk ? cJSON_GetArrayItem(tk->artifacts, 0) : NULL;
+	CHECK(t, big && strcmp(str(big, "sha256"), sha) == 0, "the digest is journaled: there after a restart");
+	sv_stop(&v);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -1369,7 +1570,7 @@ int main(void)
 	check_mkdir(e.root);
 	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_names, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_names, t_async, t_artifact_hash, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
