@@ -236,7 +236,9 @@ test('a job consumes an uploaded file and produces an artifact; resources list a
 		await ok(srv.client, 'file_transfer_commit', { handle: o.handle });
 
 		const h = await ok(srv.client, 'reverse', { input: o.handle });
-		const t = await waitTask(srv.client, h.taskId, (x) => x.status === 'completed', { timeoutMs: 60000 });
+		// Artifacts over 1 MiB are hashed off the loop: sha256Status is "pending" until then.
+		const t = await waitTask(srv.client, h.taskId, (x) => x.status === 'completed' &&
+			(x.artifacts || []).every((a) => a.sha256), { timeoutMs: 60000 });
 		assert.ok(Array.isArray(t.artifacts), `artifacts in durable_task_get: ${JSON.stringify(t)}`);
 		const art = t.artifacts.find((a) => a.name === 'out.bin');
 		assert.ok(art, JSON.stringify(t.artifacts));
@@ -293,6 +295,50 @@ test('a job consumes an uploaded file and produces an artifact; resources list a
 		checkEnvelope(t2.error);
 		assert.equal(t2.error.code, 'not_active');
 		assert.equal(t2.error.param, 'input');
+	} finally {
+		await srv.close();
+		cleanup(cfg);
+	}
+});
+
+test('a 2000 MiB sparse download is hashed off the loop; paths with NUL are refused', async () => {
+	const cfg = setup();
+	const big = path.join(cfg.data, 'sparse.bin');
+	const fd = fs.openSync(big, 'w');
+	fs.ftruncateSync(fd, 2000 * 1024 * 1024);
+	fs.writeSync(fd, 'tail', 2000 * 1024 * 1024 - 4);
+	fs.closeSync(fd);
+	fs.writeFileSync(path.join(cfg.data, 'ok.txt'), 'ok');
+	const srv = await connect(cfg.cfgPath, cfg.stateDir);
+	try {
+		const t0 = performance.now();
+		let openedAt = 0;
+		const opening = ok(srv.client, 'file_transfer_open', { direction: 'download', path: 'sparse.bin' })
+			.then((r) => { openedAt = performance.now(); return r; });
+		// Other requests are answered while the hash runs.
+		const quick = [];
+		for (let i = 0; i < 5; i++) {
+			const s0 = performance.now();
+			await fails(srv.client, 'file_transfer_status', { handle: 'e'.repeat(32) }, 'unknown_transfer');
+			quick.push(performance.now() - s0);
+		}
+		const quickDone = performance.now();
+		const o = await opening;
+		assert.equal(o.size, 2000 * 1024 * 1024);
+		assert.match(o.sha256, /^[0-9a-f]{64}$/);
+		const worst = Math.max(...quick);
+		console.log(`# 2000 MiB sparse download open answered after ${(openedAt - t0).toFixed(0)} ms; ` +
+			`5 status calls meanwhile, slowest ${worst.toFixed(1)} ms`);
+		if (openedAt - t0 > 200)
+			assert.ok(quickDone < openedAt, 'the status calls were answered before the open');
+		const r = await ok(srv.client, 'file_transfer_read', { handle: o.handle, offset: 2000 * 1024 * 1024 - 4, length: 4 });
+		assert.equal(Buffer.from(r.data, 'base64').toString(), 'tail');
+
+		// "ok.txt\u0000../x" must not be read as "ok.txt".
+		await assert.rejects(call(srv.client, 'file_transfer_open', { direction: 'download', path: 'ok.txt\u0000../x' }),
+			(e) => e.code === -32602 && /NUL/.test(e.message));
+		await assert.rejects(srv.client.readResource({ uri: `forkpoint://tasks/${'0'.repeat(32)}/artifacts/a\u0000b` }),
+			(e) => e.code === -32602);
 	} finally {
 		await srv.close();
 		cleanup(cfg);
