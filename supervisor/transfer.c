@@ -94,6 +94,7 @@ struct xfer {
 	/* runtime, not journaled */
 	int ready;                  /* descriptors (and hash state) set up */
 	int parked;                 /* descriptors closed to save them; hash state kept */
+	int committing;             /* a cross-file-system copy for its commit is in the pool */
 	int dirfd, fd;
 	int pubfd;                  /* upload: the inode the commit publishes (fd itself, or a copy) */
 	struct timespec mtime, ctime; /* download: the file's times when hashed */
@@ -1012,7 +1013,7 @@ static void limit_ready(struct transfers *tr, const struct xfer *keep)
 		if (!x->ready)
 			continue;
 		n++;
-		if (x != keep && (!lru || x->touched_ms < lru->touched_ms))
+		if (x != keep && !x->committing && (!lru || x->touched_ms < lru->touched_ms))
 			lru = x;
 	}
 	if (n > MAX_READY && lru)
@@ -1368,7 +1369,10 @@ static int hash_file(struct workers *w, int fd, int64_t size, const struct stat 
 	return rc;
 }
 
-enum hkind { H_OPEN, H_READ, H_ARTIFACT };
+static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
+                         int *out);
+
+enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY };
 
 /* One file hashed in the worker pool, and what to do with the digest back on the loop. */
 struct hjob {
@@ -1380,16 +1384,30 @@ struct hjob {
 	char h[33];                 /* H_READ: the download being reopened */
 	cJSON *args;                /* H_READ: the read's arguments (owned) */
 	char task[33];              /* H_ARTIFACT */
-	char name[NAME_MAX + 1];
+	char name[NAME_MAX + 1];    /* H_ARTIFACT; H_COPY: the named copy's name */
+	int dirfd, out;             /* H_COPY: destination folder, the verified copy */
 	struct transfer_later later;
 	int rc;                     /* from the worker */
 	char sha[65];
 };
 
+static struct hjob *hj_new(struct transfers *tr)
+{
+	struct hjob *j = calloc(1, sizeof *j);
+	if (j) {
+		j->tr = tr;
+		j->fd = j->dirfd = j->out = -1;
+	}
+	return j;
+}
+
 static void hj_run(struct workers *w, void *arg)
 {
 	struct hjob *j = arg;
-	j->rc = hash_file(w, j->fd, j->st.st_size, &j->st, j->sha);
+	if (j->kind == H_COPY)
+		j->rc = copy_verified(w, j->fd, j->dirfd, j->st.st_size, j->sha, j->name, &j->out);
+	else
+		j->rc = hash_file(w, j->fd, j->st.st_size, &j->st, j->sha);
 }
 
 static void hj_done(void *arg, int ran);
@@ -1471,7 +1489,7 @@ static cJSON *open_download(struct transfers *tr, const char *path, const struct
 		return res;
 	}
 	if (later && hash_later(tr, st.st_size)) {
-		struct hjob *j = calloc(1, sizeof *j);
+		struct hjob *j = hj_new(tr);
 		if (j) {
 			j->tr = tr;
 			j->kind = H_OPEN;
@@ -1506,6 +1524,12 @@ static cJSON *not_active(const struct xfer *x)
 		"Transfer %s failed: %s", x->h, x->msg ? x->msg : "no reason recorded");
 }
 
+static cJSON *committing(const struct xfer *x)
+{
+	return env("not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
+	           "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
+}
+
 static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data)
 {
 	size_t elen = strlen(data), bad = 0;
@@ -1516,6 +1540,8 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 	upload_ready(tr, x);
 	if (x->state != XS_ACTIVE)
 		return facade_failure(not_active(x));
+	if (x->committing)
+		return facade_failure(committing(x));
 	if (elen > CHUNK_B64_MAX)
 		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
 			"file_transfer_write; 262144 (chunkSize) is the recommended size. Split the chunk and send "
@@ -1613,7 +1639,7 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, cons
 		return -ESTALE;
 	}
 	if (!same_times && later && hash_later(tr, st.st_size)) {
-		struct hjob *j = calloc(1, sizeof *j);
+		struct hjob *j = hj_new(tr);
 		if (j && (j->args = cJSON_Duplicate(args, 1))) {
 			j->tr = tr;
 			j->kind = H_READ;
@@ -1748,43 +1774,69 @@ static int publish(struct xfer *x, const char *name)
 
 /* Cross-file-system commits: the staged bytes cannot be linked into the destination folder,
  * so they are copied into a file there that has no name yet (O_TMPFILE; where the file system
- * lacks it, a named temporary file, which a job that can write the folder could tamper with
- * until the check below), synced, and hashed again from the copy.  The copy is what
- * publish() links.  0, or -errno (-EIO: the copy's bytes differ). */
-static int copy_for_publish(struct transfers *tr, struct xfer *x)
+ * lacks it, the named file cname, which a job that can write the folder could tamper with
+ * until the check below), synced, and hashed again from the copy.  The copy (*out) is what
+ * publish() links.  0, or -errno (-EIO: the copy's bytes differ from sha).  Touches only its
+ * arguments: runs on a worker thread for large files (w then lets it stop early). */
+static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
+                         int *out)
 {
-	char tmp[80], sha[65];
-	int out = openat(x->dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc = 0, named = 0;
-	if (out < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-		copy_name(x, tmp, sizeof tmp);
-		unlinkat(x->dirfd, tmp, 0);
-		out = openat(x->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	char got[65];
+	struct stat st;
+	unsigned char *buf = malloc(IO_BUF);
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc = 0, named = 0;
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		unlinkat(dirfd, cname, 0);
+		fd = openat(dirfd, cname, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		named = 1;
 	}
-	if (out < 0)
-		return -errno;
-	for (int64_t off = 0; off < x->cursor && rc == 0;) {
-		size_t want = (size_t)(x->cursor - off < IO_BUF ? x->cursor - off : IO_BUF);
-		ssize_t r = wire_pread_upto(x->fd, tr->buf2, want, (uint64_t)off);
+	if (fd < 0 || !buf) {
+		rc = fd < 0 ? -errno : -ENOMEM;
+		goto fail;
+	}
+	for (int64_t off = 0; off < len && rc == 0;) {
+		size_t want = (size_t)(len - off < IO_BUF ? len - off : IO_BUF);
+		ssize_t r = wire_pread_upto(src, buf, want, (uint64_t)off);
 		if (r <= 0)
 			rc = r < 0 ? (int)r : -EIO;
-		else if ((rc = wire_pwrite_full(out, tr->buf2, (size_t)r, (uint64_t)off)) == 0)
+		else if ((rc = wire_pwrite_full(fd, buf, (size_t)r, (uint64_t)off)) == 0)
 			off += r;
+		if (rc == 0 && w && workers_stopping(w))
+			rc = -ECANCELED;
 	}
-	if (rc == 0 && fsync(out) < 0)
+	if (rc == 0 && (fsync(fd) < 0 || fstat(fd, &st) < 0))
 		rc = -errno;
-	if (rc == 0 && (rc = blob_sha256_fd(out, (uint64_t)x->cursor, sha)) == 0 && strcmp(sha, x->sha) != 0)
+	if (rc == 0 && (rc = hash_file(w, fd, len, &st, got)) == 0 && strcmp(got, sha) != 0)
 		rc = -EIO;
+	if (rc < 0)
+		goto fail;
 	/* A named copy keeps its name until the commit is recorded (a file without links cannot
 	 * be linked again); publish() verifies the inode either way. */
-	if (rc < 0) {
-		close(out);
-		if (named)
-			unlinkat(x->dirfd, tmp, 0);
-		return rc;
-	}
-	x->pubfd = out;
+	free(buf);
+	*out = fd;
 	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (fd >= 0 && named)
+		unlinkat(dirfd, cname, 0);
+	free(buf);
+	return rc;
+}
+
+static int copy_for_publish(struct transfers *tr, struct xfer *x)
+{
+	char cname[80];
+	(void)tr;
+	copy_name(x, cname, sizeof cname);
+	return copy_verified(NULL, x->fd, x->dirfd, x->cursor, x->sha, cname, &x->pubfd);
+}
+
+/* 1 when the staged file and the destination folder are on different file systems. */
+static int cross_fs(const struct xfer *x)
+{
+	struct stat a, b;
+	return fstat(x->fd, &a) == 0 && fstat(x->dirfd, &b) == 0 && a.st_dev != b.st_dev;
 }
 
 /* The inode this commit will publish, recorded (intent) before it can appear at the
@@ -1795,13 +1847,7 @@ static int prepare_publish(struct transfers *tr, struct xfer *x, int copy)
 	struct fid f;
 	int rc;
 	if (x->pubfd < 0) {
-		if (!copy) {
-			struct stat a, b;
-			if (fstat(x->fd, &a) < 0 || fstat(x->dirfd, &b) < 0)
-				return -errno;
-			copy = a.st_dev != b.st_dev;
-		}
-		if (copy) {
+		if (copy || cross_fs(x)) {
 			if ((rc = copy_for_publish(tr, x)) < 0)
 				return rc;
 		} else if ((x->pubfd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
@@ -1843,10 +1889,12 @@ static int commit_publish(struct transfers *tr, struct xfer *x)
 	return rc;
 }
 
-static cJSON *do_commit(struct transfers *tr, struct xfer *x)
+static cJSON *finish_commit(struct transfers *tr, struct xfer *x);
+static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later);
+
+static cJSON *do_commit(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
 {
 	char sha[65];
-	int rc;
 	if (x->dir != X_UPLOAD)
 		return facade_failure(invalid_param("handle", "Downloads need no commit; just stop reading.",
 		                          "This handle is a download; only uploads are committed."));
@@ -1855,6 +1903,8 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 		return committed_view(x, 1);
 	if (x->state != XS_ACTIVE)
 		return facade_failure(not_active(x));
+	if (x->committing)
+		return facade_failure(committing(x));
 	if (x->size >= 0 && x->cursor < x->size) {
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
@@ -1874,9 +1924,18 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 			"size and sha256 and send the whole file from offset 0.", "%s", why));
 	}
 	memcpy(x->sha, sha, sizeof sha);
-	rc = fsync(x->fd) < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = commit_publish(tr, x);
+	if (fsync(x->fd) < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The staged bytes could not be synced: %s.", strerror(errno)));
+	if (later && x->pubfd < 0 && hash_later(tr, x->cursor) && cross_fs(x) && commit_later(tr, x, later) == 0)
+		return NULL;
+	return finish_commit(tr, x);
+}
+
+/* Publish, and say how that went. */
+static cJSON *finish_commit(struct transfers *tr, struct xfer *x)
+{
+	int rc = commit_publish(tr, x);
 	if (rc == -EEXIST)
 		return facade_failure(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
 			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
@@ -1973,6 +2032,55 @@ static void artifact_hashed(struct transfers *tr, struct hjob *j)
 	}
 }
 
+/* A cross-file-system commit of a large upload: the copy is made and verified in the pool,
+ * and the commit answers through later when it is published.  0, or -errno (then the caller
+ * copies inline). */
+static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
+{
+	struct hjob *j = hj_new(tr);
+	if (!j)
+		return -ENOMEM;
+	j->kind = H_COPY;
+	j->later = *later;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	memcpy(j->sha, x->sha, sizeof j->sha);
+	copy_name(x, j->name, sizeof j->name);
+	if ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || (j->dirfd = fcntl(x->dirfd, F_DUPFD_CLOEXEC, 0)) < 0 ||
+	    hj_submit(tr, j) < 0) {
+		if (j->fd >= 0)
+			close(j->fd);
+		if (j->dirfd >= 0)
+			close(j->dirfd);
+		free(j);
+		return -ENOMEM;
+	}
+	x->committing = 1;
+	return 0;
+}
+
+/* A commit's cross-file-system copy is made and verified: publish it. */
+static cJSON *copied(struct transfers *tr, struct hjob *j)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x)
+		return facade_failure(unknown_handle(tr, j->h));
+	if (x->state == XS_COMMITTED)
+		return committed_view(x, 1);
+	if (x->state != XS_ACTIVE || !x->committing)
+		return facade_failure(not_active(x));
+	x->committing = 0;
+	if (j->rc < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The file could not be copied into place: %s.",
+			j->rc == -EIO ? "the copy did not read back as the same bytes" : strerror(-j->rc)));
+	x->pubfd = j->out;
+	j->out = -1;
+	cJSON *r = finish_commit(tr, x);
+	limit_ready(tr, x);
+	return r;
+}
+
 static void hj_done(void *arg, int ran)
 {
 	struct hjob *j = arg;
@@ -1980,6 +2088,9 @@ static void hj_done(void *arg, int ran)
 	cJSON *r = NULL;
 	tr->jobs--;
 	if (!ran) {
+		struct xfer *x = j->kind == H_COPY ? find(tr, j->h) : NULL;
+		if (x)
+			x->committing = 0;
 		if (j->kind != H_ARTIFACT && j->later.drop)
 			j->later.drop(j->later.ctx);
 	} else if (j->kind == H_OPEN) {
@@ -1988,9 +2099,15 @@ static void hj_done(void *arg, int ran)
 	} else if (j->kind == H_READ) {
 		r = read_verified(tr, j);
 		j->later.answer(j->later.ctx, r);
+	} else if (j->kind == H_COPY) {
+		j->later.answer(j->later.ctx, copied(tr, j));
 	} else {
 		artifact_hashed(tr, j);
 	}
+	if (j->out >= 0)
+		close(j->out);
+	if (j->dirfd >= 0)
+		close(j->dirfd);
 	if (j->fd >= 0)
 		close(j->fd);
 	cJSON_Delete(j->args);
@@ -2004,7 +2121,7 @@ int transfer_hash_artifact(struct transfers *tr, const struct task *t, const cha
 	if (st->st_size > cap)
 		return ARTIFACT_SKIPPED;
 	if (hash_later(tr, st->st_size)) {
-		struct hjob *j = calloc(1, sizeof *j);
+		struct hjob *j = hj_new(tr);
 		if (j && (j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
 			j->tr = tr;
 			j->kind = H_ARTIFACT;
@@ -2108,7 +2225,7 @@ cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *
 	else if (strcmp(name, "file_transfer_read") == 0)
 		r = do_read(tr, x, args, later);
 	else if (strcmp(name, "file_transfer_commit") == 0)
-		r = do_commit(tr, x);
+		r = do_commit(tr, x, later);
 	else if (strcmp(name, "file_transfer_status") == 0)
 		r = do_status(tr, x);
 	else

@@ -1139,6 +1139,63 @@ static void t_names(struct tally *t, struct env *e)
 	      strcmp(u.name, "caf\xc3\xa9.txt") == 0, "an encoded plain name still parses");
 }
 
+/* ---- hashing in the worker pool -------------------------------------------------------------- */
+
+struct answer {
+	int answered, dropped;
+	cJSON *sc;          /* structuredContent */
+	int is_error;
+	int64_t at;         /* loop_now() when it came */
+};
+
+static void got_answer(void *ctx, cJSON *r)
+{
+	struct answer *a = ctx;
+	a->answered++;
+	a->at = loop_now();
+	if (r) {
+		a->sc = cJSON_DetachItemFromObject(r, "structuredContent");
+		a->is_error = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
+		cJSON_Delete(r);
+	}
+}
+
+static void got_drop(void *ctx)
+{
+	((struct answer *)ctx)->dropped++;
+}
+
+/* A call that may answer later; waits (on the pool's completions, not a clock) for it. */
+static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct answer *a, int wait)
+{
+	struct transfer_later later = { got_answer, got_drop, a };
+	memset(a, 0, sizeof *a);
+	cJSON *r = transfer_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
+	cJSON_Delete(args);
+	if (r) {
+		got_answer(a, r);
+		return a->sc;
+	}
+	while (wait && !a->answered && workers_pending(v->s.workers))
+		workers_wait(v->s.workers, 10000);
+	persist_commit(v->s.persist);
+	return a->sc;
+}
+
+static void sv_start_pool(struct sv *v, const struct env *e)
+{
+	sv_start(v, e);
+	if (workers_new(v->s.loop, 2, &v->s.workers) < 0)
+		check_die("workers_new");
+}
+
+static void sv_stop_pool(struct sv *v)
+{
+	workers_free(v->s.workers);
+	v->s.workers = NULL;
+	sv_stop(v);
+}
+
 /* ---- where staged bytes live, cross-file-system commits, identities across a reboot ------- */
 
 /* The identity transfer.c records for a folder (see fid_of there). */
@@ -1356,66 +1413,36 @@ static void t_crossfs(struct tally *t, struct env *e)
 		closedir(d);
 	CHECK(t, !left, "cross-fs: no temporary file left in the root");
 	sv_stop(&v);
+
+	/* With a worker pool the copy is made there; the commit answers when it is in place. */
+	sv_start_pool(&v, &ex);
+	CHECK(t, open_upload(&v, "xfs2.bin", (long long)N, sha, h, NULL) == 0, "cross-fs with a pool: an upload");
+	CHECK(t, send_range(&v, h, data, 0, N, 1048576) == 0, "cross-fs with a pool: its bytes");
+	struct answer an;
+	struct transfer_later later = { got_answer, got_drop, &an };
+	memset(&an, 0, sizeof an);
+	cJSON *args = h_args(h);
+	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_commit", schema_of(&v, "file_transfer_commit"), args, &later);
+	cJSON_Delete(args);
+	CHECK(t, r == NULL && !an.answered, "cross-fs with a pool: the commit answers later");
+	sc = call(&v, "file_transfer_write", write_args(h, (long long)N, data, 1), &err);
+	CHECK(t, err && strcmp(code_of(sc), "not_active") == 0 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(sc, "error"), "retryable")),
+	      "a write meanwhile: not_active, retryable (the commit is in progress)");
+	cJSON_Delete(sc);
+	while (!an.answered && workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, an.answered == 1 && !an.is_error && an.sc && strcmp(str(an.sc, "sha256"), sha) == 0,
+	      "cross-fs with a pool: completed with the sha256");
+	cJSON_Delete(an.sc);
+	snprintf(p, sizeof p, "%s/xfs2.bin", e->root);
+	back = slurp(p, &got);
+	CHECK(t, back && got == N && memcmp(back, data, N) == 0, "cross-fs with a pool: the file is whole");
+	free(back);
+	sv_stop_pool(&v);
 	free(data);
 	check_rm_rf(ex.state);
 }
 
-/* ---- hashing in the worker pool -------------------------------------------------------------- */
-
-struct answer {
-	int answered, dropped;
-	cJSON *sc;          /* structuredContent */
-	int is_error;
-	int64_t at;         /* loop_now() when it came */
-};
-
-static void got_answer(void *ctx, cJSON *r)
-{
-	struct answer *a = ctx;
-	a->answered++;
-	a->at = loop_now();
-	if (r) {
-		a->sc = cJSON_DetachItemFromObject(r, "structuredContent");
-		a->is_error = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
-		cJSON_Delete(r);
-	}
-}
-
-static void got_drop(void *ctx)
-{
-	((struct answer *)ctx)->dropped++;
-}
-
-/* A call that may answer later; waits (on the pool's completions, not a clock) for it. */
-static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct answer *a, int wait)
-{
-	struct transfer_later later = { got_answer, got_drop, a };
-	memset(a, 0, sizeof *a);
-	cJSON *r = transfer_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
-	cJSON_Delete(args);
-	if (r) {
-		got_answer(a, r);
-		return a->sc;
-	}
-	while (wait && !a->answered && workers_pending(v->s.workers))
-		workers_wait(v->s.workers, 10000);
-	persist_commit(v->s.persist);
-	return a->sc;
-}
-
-static void sv_start_pool(struct sv *v, const struct env *e)
-{
-	sv_start(v, e);
-	if (workers_new(v->s.loop, 2, &v->s.workers) < 0)
-		check_die("workers_new");
-}
-
-static void sv_stop_pool(struct sv *v)
-{
-	workers_free(v->s.workers);
-	v->s.workers = NULL;
-	sv_stop(v);
-}
 
 /* A job that holds a worker thread until the pool stops. */
 static void hold_run(struct workers *w, void *arg)
