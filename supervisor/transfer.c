@@ -724,7 +724,7 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 }
 
 /* An artifact hashed after its task finished: its digest goes into the task's list. */
-static int replay_artsha(struct transfers *tr, const msgpack_object *m, char *err, size_t errlen)
+static int replay_artsha(struct supervisor *sv, const msgpack_object *m, char *err, size_t errlen)
 {
 	char id[33], name[NAME_MAX + 1], sha[65] = "", status[16] = "failed";
 	if (frame_get_strcpy(m, "t", id, sizeof id) < 0 || frame_get_strcpy(m, "name", name, sizeof name) < 0) {
@@ -734,7 +734,7 @@ static int replay_artsha(struct transfers *tr, const msgpack_object *m, char *er
 	frame_get_strcpy(m, "sha", sha, sizeof sha);
 	if (frame_get_strcpy(m, "status", status, sizeof status) < 0 || !status[0])
 		snprintf(status, sizeof status, "failed");
-	struct task *t = tr->sv->tasks ? tasks_find(tr->sv->tasks, id) : NULL;
+	struct task *t = sv->tasks ? tasks_find(sv->tasks, id) : NULL;
 	cJSON *a;
 	if (!t)
 		return 0;   /* the task expired later in the journal */
@@ -746,11 +746,19 @@ static int replay_artsha(struct transfers *tr, const msgpack_object *m, char *er
 	return 0;
 }
 
+int transfer_replay_tasks(struct supervisor *sv, int type, const msgpack_object *rec)
+{
+	char err[200];
+	if (type == REC_X_ARTSHA)
+		replay_artsha(sv, rec, err, sizeof err);
+	return 0;
+}
+
 int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, char *err, size_t errlen)
 {
 	char h[33], st[16];
 	if (type == REC_X_ARTSHA)
-		return replay_artsha(tr, m, err, errlen);
+		return replay_artsha(tr->sv, m, err, errlen);
 	if (frame_get_strcpy(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
 		snprintf(err, errlen, "transfer record of type %d has no valid handle", type);
 		return -1;

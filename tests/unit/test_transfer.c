@@ -1585,6 +1585,27 @@ static void t_artifact_hash(struct tally *t, struct env *e)
 	big = tk ? cJSON_GetArrayItem(tk->artifacts, 0) : NULL;
 	CHECK(t, big && strcmp(str(big, "sha256"), sha) == 0, "the digest is journaled: there after a restart");
 	sv_stop(&v);
+
+	/* Read-only, as forkpoint show and ls replay it: no transfers table, the digest still lands. */
+	char cfg[2000], err[512];
+	memset(&v, 0, sizeof v);
+	fplog_init(&v.s.log, 2, FPLOG_CRITICAL);
+	snprintf(cfg, sizeof cfg, "{\"tools\":[{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\"},"
+	         "\"command\":[\"/bin/true\"]}]}");
+	if (config_parse(cfg, strlen(cfg), e->top, &v.s.cfg, err, sizeof err) < 0)
+		check_die("config");
+	v.s.state_dir = strdup(e->state);
+	v.s.loop = loop_new();
+	v.s.tasks = tasks_new(&v.s);
+	CHECK(t, persist_open(&v.s, 1, &v.s.persist, err, sizeof err) == 0, "a read-only replay without transfers");
+	tk = tasks_find(v.s.tasks, id);
+	big = tk ? cJSON_GetArrayItem(tk->artifacts, 0) : NULL;
+	CHECK(t, big && strcmp(str(big, "sha256"), sha) == 0, "the read-only replay has the digest too");
+	persist_close(v.s.persist);
+	tasks_free(v.s.tasks);
+	loop_free(v.s.loop);
+	config_free(v.s.cfg);
+	free(v.s.state_dir);
 }
 
 int main(void)
