@@ -95,11 +95,22 @@ struct xfer {
 	int ready;                  /* descriptors (and hash state) set up */
 	int parked;                 /* descriptors closed to save them; hash state kept */
 	int committing;             /* a cross-file-system copy for its commit is in the pool */
+	struct xack *acks;          /* upload: chunks waiting for their sync, oldest first */
+	int64_t dlast_off, dlast_len; /* the last chunk journaled, while acks are pending */
 	int dirfd, fd;
 	int pubfd;                  /* upload: the inode the commit publishes (fd itself, or a copy) */
 	struct timespec mtime, ctime; /* download: the file's times when hashed */
 	EVP_MD_CTX *md;
 	struct xfer *next;
+};
+
+/* An upload chunk written but not acknowledged yet: its staged bytes are being synced in the
+ * worker pool.  Answered (and journaled) in order once a sync that covers it is done. */
+struct xack {
+	int64_t off, len;
+	int dup;                    /* a repeat of this chunk: answered as a duplicate */
+	struct transfer_later later;
+	struct xack *next;
 };
 
 struct xtomb {
@@ -418,6 +429,17 @@ static void j_end(struct transfers *tr, const struct xfer *x)
 	rec_end(tr, &r, REC_X_END);
 }
 
+static void j_chunk_at(struct transfers *tr, const struct xfer *x, int64_t off, int64_t len)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 4);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	frame_pack_kv_int(&r.pk, "off", off);
+	frame_pack_kv_int(&r.pk, "len", len);
+	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
+	rec_end(tr, &r, REC_X_CHUNK);
+}
+
 static void j_cursor(struct transfers *tr, const struct xfer *x)
 {
 	struct frame_map r;
@@ -497,8 +519,11 @@ static void xfer_close(struct xfer *x)
 	x->md = NULL;
 }
 
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+
 static void xfer_free(struct xfer *x)
 {
+	answer_acks(x, NULL);
 	xfer_close(x);
 	free(x->path);
 	free(x->msg);
@@ -554,6 +579,9 @@ static void remove_stage(struct transfers *tr, struct xfer *x)
 
 /* A transfer that cannot go on answers not_active from now on; an upload's staged bytes are
  * dropped. */
+static cJSON *ack_not_active(const struct xfer *x);
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+
 static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 {
 	remove_stage(tr, x);
@@ -562,6 +590,7 @@ static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 	set_msg(x, why);
 	x->finished_ms = x->touched_ms = now_ms();
 	j_end(tr, x);
+	answer_acks(x, ack_not_active);
 }
 
 /* Drop the tombstones whose time is up: their handles become merely unknown. */
@@ -1380,7 +1409,7 @@ static int hash_file(struct workers *w, int fd, int64_t size, const struct stat 
 static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
                          int *out);
 
-enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY };
+enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY, H_SYNC };
 
 /* One file hashed in the worker pool, and what to do with the digest back on the loop. */
 struct hjob {
@@ -1412,7 +1441,9 @@ static struct hjob *hj_new(struct transfers *tr)
 static void hj_run(struct workers *w, void *arg)
 {
 	struct hjob *j = arg;
-	if (j->kind == H_COPY)
+	if (j->kind == H_SYNC)
+		j->rc = fdatasync(j->fd) < 0 ? -errno : 0;
+	else if (j->kind == H_COPY)
 		j->rc = copy_verified(w, j->fd, j->dirfd, j->st.st_size, j->sha, j->name, &j->out);
 	else
 		j->rc = hash_file(w, j->fd, j->st.st_size, &j->st, j->sha);
@@ -1532,16 +1563,120 @@ static cJSON *not_active(const struct xfer *x)
 		"Transfer %s failed: %s", x->h, x->msg ? x->msg : "no reason recorded");
 }
 
+static cJSON *write_view(const struct xfer *x, int64_t n, int64_t end)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "received", (double)n);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)end);
+	if (x->size >= 0)
+		cJSON_AddNumberToObject(o, "remaining", (double)(x->size - end));
+	cJSON_AddStringToObject(o, "note", x->size >= 0 && end == x->size
+		? "All declared bytes received. Call file_transfer_commit {handle} to verify and place the file."
+		: "Stored. Send the next chunk at nextOffset; after the last one call file_transfer_commit.");
+	return facade_result(o, 0);
+}
+
+static cJSON *dup_view(const struct xfer *x)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "received", 0);
+	cJSON_AddBoolToObject(o, "duplicate", 1);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->last_off + x->last_len));
+	cJSON_AddStringToObject(o, "note", "This chunk had already been received (same offset, same "
+		"bytes); nothing was written twice. Continue with the chunk at nextOffset.");
+	return facade_result(o, 0);
+}
+
+/* Queue the answer to a chunk (or to a repeat of it) until a sync covers it.  0 or -ENOMEM. */
+static int ack_later(struct xfer *x, int64_t off, int64_t len, int dup, const struct transfer_later *later)
+{
+	struct xack *a = calloc(1, sizeof *a), **pp = &x->acks;
+	if (!a)
+		return -ENOMEM;
+	a->off = off;
+	a->len = len;
+	a->dup = dup;
+	a->later = *later;
+	if (!x->acks) {
+		x->dlast_off = x->last_off;
+		x->dlast_len = x->last_len;
+	}
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = a;
+	return 0;
+}
+
+/* The bytes up to end are durable: journal and answer the chunks they hold, in order. */
+static void flush_acks(struct transfers *tr, struct xfer *x, int64_t end)
+{
+	while (x->acks && x->acks->off + x->acks->len <= end) {
+		struct xack *a = x->acks;
+		x->acks = a->next;
+		if (!a->dup) {
+			j_chunk_at(tr, x, a->off, a->len);
+			x->dlast_off = a->off;
+			x->dlast_len = a->len;
+		}
+		a->later.answer(a->later.ctx, a->dup ? dup_view(x) : write_view(x, a->len, a->off + a->len));
+		free(a);
+	}
+}
+
+/* Answer every queued chunk with r_of(x) (NULL: drop them, the server is stopping). */
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x))
+{
+	while (x->acks) {
+		struct xack *a = x->acks;
+		x->acks = a->next;
+		if (r_of)
+			a->later.answer(a->later.ctx, r_of(x));
+		else if (a->later.drop)
+			a->later.drop(a->later.ctx);
+		free(a);
+	}
+}
+
+static cJSON *ack_not_active(const struct xfer *x)
+{
+	return facade_failure(not_active(x));
+}
+
+static cJSON *sync_failed(const struct xfer *x)
+{
+	return facade_failure(with_cursor(env("internal_error", 1, "Send the chunks again from partial.cursor; if the "
+		"disk is full, tell the operator.", "The staged bytes could not be synced."), x->cursor));
+}
+
+/* A sync failed (or never ran): the queued chunks are not acknowledged.  The cursor goes back
+ * to the last chunk journaled, and the upload is reopened on its next use (staged bytes cut
+ * back, hash rebuilt). */
+static void fail_acks(struct transfers *tr, struct xfer *x, int rc)
+{
+	if (!x->acks)
+		return;
+	fplog(&tr->sv->log, FPLOG_ERROR, NULL, "transfer %s: syncing staged bytes failed: %s", x->h,
+	      rc == -ECANCELED ? "the server is stopping" : strerror(-rc));
+	x->cursor = x->acks->off;
+	x->last_off = x->dlast_off;
+	x->last_len = x->dlast_len;
+	xfer_close(x);
+	answer_acks(x, rc == -ECANCELED ? NULL : sync_failed);
+}
+
 static cJSON *committing(const struct xfer *x)
 {
 	return env("not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
 	           "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
 }
 
-static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data)
+static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                          const struct transfer_later *later);
+
+static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data,
+                       const struct transfer_later *later)
 {
 	size_t elen = strlen(data), bad = 0;
-	cJSON *o;
 	if (x->dir != X_UPLOAD)
 		return facade_failure(invalid_param("handle", "Use file_transfer_read with a download handle.",
 		                          "This handle is a download; file_transfer_write needs an upload handle."));
@@ -1568,17 +1703,13 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 		                            "The chunk has %zd bytes, more than 1 MiB.", n), x->cursor));
 	if (off != x->cursor) {
 		/* The answer to the last chunk may have been lost: the same bytes again at the same
-		 * offset are acknowledged without writing anything. */
+		 * offset are acknowledged without writing anything (once that chunk is durable). */
 		if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
 		    wire_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
 			x->touched_ms = now_ms();
-			o = cJSON_CreateObject();
-			cJSON_AddNumberToObject(o, "received", 0);
-			cJSON_AddBoolToObject(o, "duplicate", 1);
-			cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
-			cJSON_AddStringToObject(o, "note", "This chunk had already been received (same offset, same "
-				"bytes); nothing was written twice. Continue with the chunk at nextOffset.");
-			return facade_result(o, 0);
+			if (x->acks && later && ack_later(x, off, n, 1, later) == 0)
+				return NULL;
+			return dup_view(x);
 		}
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
@@ -1599,29 +1730,54 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 	if (off + n > XFER_MAX_BYTES)
 		return facade_failure(with_cursor(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
 		                            "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES), x->cursor));
-	if (n > 0) {
-		int rc = wire_pwrite_full(x->fd, tr->buf, (size_t)n, off);
-		if (rc == 0 && fdatasync(x->fd) < 0)
-			rc = -errno;
-		if (rc < 0)
-			return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
-				"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
-		EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
-		x->last_off = off;
-		x->last_len = n;
-		x->cursor = off + n;
-		x->touched_ms = now_ms();
-		j_chunk(tr, x);
+	return n > 0 ? store_chunk(tr, x, off, n, later) : write_view(x, 0, x->cursor);
+}
+
+/* Write one chunk at the cursor.  Its bytes are synced before it is acknowledged and before
+ * its journal record is appended: here, or — when the answer can wait and there is a worker
+ * pool — there (NULL returned; the loop goes on serving while the disk syncs). */
+static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                          const struct transfer_later *later)
+{
+	struct hjob *j = later && tr->sv->workers ? hj_new(tr) : NULL;
+	int rc = wire_pwrite_full(x->fd, tr->buf, (size_t)n, (uint64_t)off);
+	if (rc == 0 && j && ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || ack_later(x, off, n, 0, later) < 0)) {
+		if (j->fd >= 0)
+			close(j->fd);
+		free(j);
+		j = NULL;
 	}
-	o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "received", (double)n);
-	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
-	if (x->size >= 0)
-		cJSON_AddNumberToObject(o, "remaining", (double)(x->size - x->cursor));
-	cJSON_AddStringToObject(o, "note", x->size >= 0 && x->cursor == x->size
-		? "All declared bytes received. Call file_transfer_commit {handle} to verify and place the file."
-		: "Stored. Send the next chunk at nextOffset; after the last one call file_transfer_commit.");
-	return facade_result(o, 0);
+	if (rc == 0 && !j && fdatasync(x->fd) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (j)
+			free(j);   /* (not reached with an ack queued: rc is the pwrite's) */
+		return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
+			"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
+	}
+	EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
+	x->last_off = off;
+	x->last_len = n;
+	x->cursor = off + n;
+	x->touched_ms = now_ms();
+	if (!j) {
+		j_chunk(tr, x);
+		return write_view(x, n, x->cursor);
+	}
+	j->kind = H_SYNC;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	if (hj_submit(tr, j) == 0)
+		return NULL;
+	/* The pool is stopping: sync here; the queued answer goes out with the others. */
+	close(j->fd);
+	free(j);
+	if (fdatasync(x->fd) < 0) {
+		fail_acks(tr, x, -errno);
+		return NULL;
+	}
+	flush_acks(tr, x, x->cursor);
+	return NULL;
 }
 
 /* A download handle after a restart or parking: open the same file again and check it is the
@@ -1913,6 +2069,14 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x, const struct trans
 		return facade_failure(not_active(x));
 	if (x->committing)
 		return facade_failure(committing(x));
+	if (x->acks) {
+		/* Chunks still waiting for their sync: one sync here covers them all. */
+		if (fsync(x->fd) < 0) {
+			fail_acks(tr, x, -errno);
+			return sync_failed(x);
+		}
+		flush_acks(tr, x, x->cursor);
+	}
 	if (x->size >= 0 && x->cursor < x->size) {
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
@@ -1966,7 +2130,8 @@ static cJSON *do_status(struct transfers *tr, struct xfer *x)
 	cJSON *o = cJSON_CreateObject();
 	add_common(o, x);
 	cJSON_AddStringToObject(o, "status", state_name(x->state));
-	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
+	/* Acknowledged bytes only: chunks still being synced are not. */
+	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->acks ? x->acks->off : x->cursor));
 	if (x->dir == X_UPLOAD && x->want[0])
 		cJSON_AddStringToObject(o, "declaredSha256", x->want);
 	if (x->sha[0])
@@ -2095,7 +2260,13 @@ static void hj_done(void *arg, int ran)
 	struct transfers *tr = j->tr;
 	cJSON *r = NULL;
 	tr->jobs--;
-	if (!ran) {
+	if (j->kind == H_SYNC) {
+		struct xfer *x = find(tr, j->h);
+		if (x && (!ran || j->rc < 0))
+			fail_acks(tr, x, ran ? j->rc : -ECANCELED);
+		else if (x)
+			flush_acks(tr, x, j->st.st_size);
+	} else if (!ran) {
 		struct xfer *x = j->kind == H_COPY ? find(tr, j->h) : NULL;
 		if (x)
 			x->committing = 0;
@@ -2229,7 +2400,7 @@ cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *
 		return facade_failure(unknown_handle(tr, h));
 	if (strcmp(name, "file_transfer_write") == 0)
 		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
-		             cJSON_GetObjectItem(args, "data")->valuestring);
+		             cJSON_GetObjectItem(args, "data")->valuestring, later);
 	else if (strcmp(name, "file_transfer_read") == 0)
 		r = do_read(tr, x, args, later);
 	else if (strcmp(name, "file_transfer_commit") == 0)

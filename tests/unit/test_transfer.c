@@ -1608,6 +1608,101 @@ static void t_artifact_hash(struct tally *t, struct env *e)
 	free(v.s.state_dir);
 }
 
+/* With a worker pool, a chunk's staged bytes are synced there: the answer (and the journal
+ * record) come when the sync is done, in order, and a pipelined client's chunks overlap. */
+static void t_async_write(struct tally *t, struct env *e)
+{
+	struct sv v;
+	struct answer a[4];
+	char h[33], sha[65];
+	unsigned char data[4 * 65536];
+	int err;
+	fill(data, sizeof data, 33);
+	blob_sha256_hex(data, sizeof data, sha);
+	sv_start_pool(&v, e);
+	CHECK(t, open_upload(&v, "pipelined.bin", (long long)sizeof data, sha, h, NULL) == 0, "an upload, pool-synced");
+	struct transfer_later later[4];
+	int deferred = 1;
+	for (int i = 0; i < 3; i++) {
+		memset(&a[i], 0, sizeof a[i]);
+		later[i] = (struct transfer_later){ got_answer, got_drop, &a[i] };
+		cJSON *args = write_args(h, (long long)i * 65536, data + i * 65536, 65536);
+		cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args,
+		                               &later[i]);
+		cJSON_Delete(args);
+		deferred &= r == NULL;
+		cJSON_Delete(r);
+	}
+	/* a repeat of the last chunk while it is still being synced: answered after it, as a duplicate */
+	memset(&a[3], 0, sizeof a[3]);
+	later[3] = (struct transfer_later){ got_answer, got_drop, &a[3] };
+	cJSON *args = write_args(h, 2 * 65536, data + 2 * 65536, 65536);
+	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[3]);
+	cJSON_Delete(args);
+	CHECK(t, deferred && r == NULL, "three pipelined chunks and a repeat: answered later");
+	while (workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	int inorder = 1;
+	for (int i = 0; i < 3; i++)
+		inorder &= a[i].answered == 1 && !a[i].is_error && num(a[i].sc, "nextOffset") == (double)(i + 1) * 65536;
+	CHECK(t, inorder, "each answered once, with its own nextOffset");
+	CHECK(t, a[3].answered == 1 && cJSON_IsTrue(cJSON_GetObjectItem(a[3].sc, "duplicate")), "the repeat: a duplicate");
+	for (int i = 0; i < 4; i++)
+		cJSON_Delete(a[i].sc);
+	persist_commit(v.s.persist);
+	sv_stop_pool(&v);
+	sv_start(&v, e);
+	cJSON *sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 3 * 65536, "the journal has all three chunks, in order");
+	cJSON_Delete(sc);
+	sv_stop(&v);
+
+	/* A commit right behind a chunk still being synced: the commit's own sync covers it, the
+	 * chunk is answered first. */
+	sv_start_pool(&v, e);
+	char h2[33], s5[65];
+	blob_sha256_hex("abcde", 5, s5);
+	CHECK(t, open_upload(&v, "behind.bin", 5, s5, h2, NULL) == 0, "an upload for a pipelined commit");
+	memset(&a[0], 0, sizeof a[0]);
+	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	args = write_args(h2, 0, (const unsigned char *)"abcde", 5);
+	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	cJSON_Delete(args);
+	sc = call(&v, "file_transfer_commit", h_args(h2), &err);
+	CHECK(t, r == NULL && a[0].answered == 1 && !a[0].is_error && !err && strcmp(str(sc, "sha256"), s5) == 0,
+	      "the chunk is answered before the commit, which completes");
+	cJSON_Delete(sc);
+	cJSON_Delete(a[0].sc);
+	while (workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, a[0].answered == 1, "and only once, when its own sync finishes later");
+	sv_stop_pool(&v);
+
+	/* The pool stops with syncs queued: those chunks are not acknowledged, the cursor goes back. */
+	sv_start_pool(&v, e);
+	for (int i = 0; i < 2; i++)
+		workers_submit(v.s.workers, hold_run, hold_done, NULL);
+	memset(&a[0], 0, sizeof a[0]);
+	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	args = write_args(h, 3 * 65536, data + 3 * 65536, 65536);
+	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	cJSON_Delete(args);
+	CHECK(t, r == NULL, "a chunk waiting for its sync");
+	sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 3 * 65536, "status meanwhile: the acknowledged offset only");
+	cJSON_Delete(sc);
+	workers_free(v.s.workers);
+	v.s.workers = NULL;
+	CHECK(t, a[0].dropped == 1 && !a[0].answered, "stopping drops its answer");
+	sc = call(&v, "file_transfer_write", write_args(h, 3 * 65536, data + 3 * 65536, 65536), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 4 * 65536, "the chunk is accepted again at the old cursor");
+	cJSON_Delete(sc);
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "and the commit's sha256 matches (hash rebuilt)");
+	cJSON_Delete(sc);
+	sv_stop(&v);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -1618,7 +1713,7 @@ int main(void)
 	check_mkdir(e.root);
 	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_names, t_async, t_artifact_hash, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_names, t_async, t_async_write, t_artifact_hash, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
