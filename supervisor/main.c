@@ -266,7 +266,8 @@ static int cmd_mcp(int argc, char **argv)
 		goto out;
 	}
 	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
-	/* Hashing large files (downloads, artifacts) happens here, off the loop. */
+	/* Blocking file work — hashing downloads and artifacts, syncing upload chunks, copying a
+	 * commit across file systems — happens on these threads, off the loop. */
 	int wrc = workers_new(sv.loop, 2, &sv.workers);
 	if (wrc < 0) {
 		fprintf(stderr, "forkpoint: cannot start worker threads: %s\n", strerror(-wrc));

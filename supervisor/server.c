@@ -548,9 +548,10 @@ int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, se
 			lr->wrap = wrap;
 			lr->wrap_arg = wrap_arg;
 		}
+		unsigned long before = transfers_deferred(sv->transfers);
 		*result = transfer_call_later(sv->transfers, name, server_tool_schema(srv, name), args,
 		                              lr ? &later : NULL);
-		if (!*result && lr)
+		if (!*result && lr && transfers_deferred(sv->transfers) != before)
 			rc = 2;
 		else if (lr)
 			later_drop(lr);

@@ -127,7 +127,8 @@ struct transfers {
 	struct xtomb *tombs;
 	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
 	char *enc;                  /* B64_ENCODED_SIZE(CHUNK_MAX) */
-	size_t jobs;                /* hash jobs in the worker pool */
+	size_t jobs;                /* jobs in the worker pool */
+	unsigned long deferred;     /* answers taken to be given later (transfers_deferred) */
 	char msg[1024];             /* transfers_msgbuf */
 };
 
@@ -1455,8 +1456,10 @@ static void hj_done(void *arg, int ran);
 static int hj_submit(struct transfers *tr, struct hjob *j)
 {
 	int rc = workers_submit(tr->sv->workers, hj_run, hj_done, j);
-	if (rc == 0)
+	if (rc == 0) {
 		tr->jobs++;
+		tr->deferred += j->later.answer != NULL;
+	}
 	return rc;
 }
 
@@ -1588,7 +1591,8 @@ static cJSON *dup_view(const struct xfer *x)
 }
 
 /* Queue the answer to a chunk (or to a repeat of it) until a sync covers it.  0 or -ENOMEM. */
-static int ack_later(struct xfer *x, int64_t off, int64_t len, int dup, const struct transfer_later *later)
+static int ack_later(struct transfers *tr, struct xfer *x, int64_t off, int64_t len, int dup,
+                     const struct transfer_later *later)
 {
 	struct xack *a = calloc(1, sizeof *a), **pp = &x->acks;
 	if (!a)
@@ -1604,6 +1608,7 @@ static int ack_later(struct xfer *x, int64_t off, int64_t len, int dup, const st
 	while (*pp)
 		pp = &(*pp)->next;
 	*pp = a;
+	tr->deferred++;
 	return 0;
 }
 
@@ -1707,7 +1712,7 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 		if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
 		    wire_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
 			x->touched_ms = now_ms();
-			if (x->acks && later && ack_later(x, off, n, 1, later) == 0)
+			if (x->acks && later && ack_later(tr, x, off, n, 1, later) == 0)
 				return NULL;
 			return dup_view(x);
 		}
@@ -1741,7 +1746,7 @@ static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssi
 {
 	struct hjob *j = later && tr->sv->workers ? hj_new(tr) : NULL;
 	int rc = wire_pwrite_full(x->fd, tr->buf, (size_t)n, (uint64_t)off);
-	if (rc == 0 && j && ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || ack_later(x, off, n, 0, later) < 0)) {
+	if (rc == 0 && j && ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || ack_later(tr, x, off, n, 0, later) < 0)) {
 		if (j->fd >= 0)
 			close(j->fd);
 		free(j);
@@ -2614,6 +2619,11 @@ out:
 	if (wd >= 0)
 		close(wd);
 	return rc;
+}
+
+unsigned long transfers_deferred(const struct transfers *tr)
+{
+	return tr->deferred;
 }
 
 struct supervisor *transfers_supervisor(struct transfers *tr)

@@ -4,8 +4,9 @@
  * read).  docs/files.md is the model-facing reference.
  *
  * Durability: an upload chunk is acknowledged only after its bytes are synced to the staging
- * file and a journal record with the new cursor is appended (the record becomes durable with the
- * turn's group commit, before the response is released).  After a restart the cursor comes from
+ * file (<state>/uploads/) and a journal record with the new cursor is appended (the record
+ * becomes durable with the turn's group commit, before the response is released).  A commit
+ * makes its chunk records and an intent record durable before it publishes the file.  After a restart the cursor comes from
  * the journal and the running sha256 is rebuilt exactly once from the staged bytes. */
 #ifndef FP_TRANSFER_H
 #define FP_TRANSFER_H
@@ -49,10 +50,13 @@ struct transfer_later {
 	void (*drop)(void *ctx);
 	void *ctx;
 };
-/* transfer_call, but a download open (or a read that must verify a download again after a
- * restart) of a file over 1 MiB is hashed in sv->workers: then NULL is returned and the answer
- * comes through later (copied; args are not kept).  With later NULL or no worker pool, the
- * same as transfer_call.  Other calls are answered at once meanwhile. */
+/* transfer_call, but blocking work goes to sv->workers and the answer comes through later
+ * (copied; args are not kept) while NULL is returned: hashing for a download open (or for a
+ * read that must verify a download again after a restart) of a file over 1 MiB, the sync of an
+ * upload chunk's staged bytes, and a cross-file-system commit's copy of a file over 1 MiB.
+ * With later NULL or no worker pool, the same as transfer_call.  Other calls are answered at
+ * once meanwhile.  transfers_deferred() grows by one for every answer taken to be given later,
+ * which tells a NULL that means "later" from one that means "out of memory". */
 cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
                            const struct transfer_later *later);
 
@@ -85,6 +89,8 @@ cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_er
  * {taskId, status, resultUri, resultBytes, summary, note}) followed by a resource_link content
  * block to forkpoint://tasks/{id}/result.  NULL when out of memory. */
 cJSON *transfer_result_link(struct transfers *tr, const struct task *t);
+
+unsigned long transfers_deferred(const struct transfers *tr);
 
 /* For resources.c: the supervisor a transfers table belongs to, and a buffer for messages. */
 struct supervisor *transfers_supervisor(struct transfers *tr);
