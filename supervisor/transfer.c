@@ -96,6 +96,8 @@ struct xfer {
 	int parked;                 /* descriptors closed to save them; hash state kept */
 	int committing;             /* a cross-file-system copy for its commit is in the pool */
 	struct xack *acks;          /* upload: chunks waiting for their sync, oldest first */
+	int rehashing;              /* upload: its staged bytes are being hashed in the pool */
+	struct xwait *waiters;      /* calls waiting for that hash, oldest first */
 	int64_t dlast_off, dlast_len; /* the last chunk journaled, while acks are pending */
 	int dirfd, fd;
 	int pubfd;                  /* upload: the inode the commit publishes (fd itself, or a copy) */
@@ -111,6 +113,14 @@ struct xack {
 	int dup;                    /* a repeat of this chunk: answered as a duplicate */
 	struct transfer_later later;
 	struct xack *next;
+};
+
+/* A write or commit that came while the upload's hash was being rebuilt in the pool. */
+struct xwait {
+	char name[32];
+	cJSON *args;
+	struct transfer_later later;
+	struct xwait *next;
 };
 
 struct xtomb {
@@ -525,6 +535,14 @@ static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
 static void xfer_free(struct xfer *x)
 {
 	answer_acks(x, NULL);
+	while (x->waiters) {
+		struct xwait *w = x->waiters;
+		x->waiters = w->next;
+		if (w->later.drop)
+			w->later.drop(w->later.ctx);
+		cJSON_Delete(w->args);
+		free(w);
+	}
 	xfer_close(x);
 	free(x->path);
 	free(x->msg);
@@ -583,15 +601,19 @@ static void remove_stage(struct transfers *tr, struct xfer *x)
 static cJSON *ack_not_active(const struct xfer *x);
 static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
 
+static void run_waiters(struct transfers *tr, struct xfer *x, int ran);
+
 static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 {
 	remove_stage(tr, x);
 	xfer_close(x);
 	x->state = XS_FAILED;
+	x->rehashing = 0;
 	set_msg(x, why);
 	x->finished_ms = x->touched_ms = now_ms();
 	j_end(tr, x);
 	answer_acks(x, ack_not_active);
+	run_waiters(tr, x, 1);   /* they answer not_active now */
 }
 
 /* Drop the tombstones whose time is up: their handles become merely unknown. */
@@ -930,6 +952,8 @@ static int reopen_folder(struct transfers *tr, struct xfer *x, struct roots_loc 
 	return 0;
 }
 
+static int rehash_later(struct transfers *tr, struct xfer *x);
+
 /* Set up an upload's descriptors and hash state from what is on disk (after a restart, or when
  * a parked upload is used again).  0, or -errno with the reason in why (the caller then fails
  * the upload). */
@@ -983,8 +1007,9 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		snprintf(why, whylen, "The staged bytes could not be cut back to the cursor: %s", strerror(-rc));
 		return rc;
 	}
-	/* A parked upload kept its hash state: only a restart hashes the staged bytes again. */
-	if (!x->md) {
+	/* A parked upload kept its hash state: only a restart hashes the staged bytes again — in
+	 * the pool when they are large; writes and commits wait for it (rehash_later). */
+	if (!x->md && !x->rehashing && rehash_later(tr, x) < 0) {
 		if (!(x->md = md_new()))
 			return -ENOMEM;
 		if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
@@ -1354,11 +1379,10 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
  * apart from the digest itself.  Gives up with -ECANCELED once the pool stops (w may be NULL),
  * -EAGAIN if the file's size or mtime differ from *before at the end (it was being written).
  * Touches nothing but its arguments: safe on a worker thread. */
-static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
+static int hash_into(struct workers *w, int fd, int64_t size, EVP_MD_CTX *md)
 {
 	static const unsigned char zeros[1 << 16];
-	unsigned char *buf = malloc(IO_BUF), d[EVP_MAX_MD_SIZE];
-	EVP_MD_CTX *md = md_new();
+	unsigned char *buf = malloc(IO_BUF);
 	int64_t off = 0;
 	int rc = buf && md ? 0 : -ENOMEM;
 	while (rc == 0 && off < size) {
@@ -1393,6 +1417,15 @@ static int hash_file(struct workers *w, int fd, int64_t size, const struct stat 
 				rc = -ECANCELED;
 		}
 	}
+	free(buf);
+	return rc;
+}
+
+static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	EVP_MD_CTX *md = md_new();
+	int rc = md ? hash_into(w, fd, size, md) : -ENOMEM;
 	struct stat st;
 	unsigned n = 0;
 	if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size != before->st_size || st.st_mtim.tv_sec != before->st_mtim.tv_sec ||
@@ -1403,14 +1436,13 @@ static int hash_file(struct workers *w, int fd, int64_t size, const struct stat 
 	if (rc == 0)
 		wire_hex(d, 32, out);
 	EVP_MD_CTX_free(md);
-	free(buf);
 	return rc;
 }
 
 static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
                          int *out);
 
-enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY, H_SYNC };
+enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY, H_SYNC, H_REHASH };
 
 /* One file hashed in the worker pool, and what to do with the digest back on the loop. */
 struct hjob {
@@ -1424,6 +1456,7 @@ struct hjob {
 	char task[33];              /* H_ARTIFACT */
 	char name[NAME_MAX + 1];    /* H_ARTIFACT; H_COPY: the named copy's name */
 	int dirfd, out;             /* H_COPY: destination folder, the verified copy */
+	EVP_MD_CTX *md;             /* H_REHASH: the upload's running hash, rebuilt */
 	struct transfer_later later;
 	int rc;                     /* from the worker */
 	char sha[65];
@@ -1444,6 +1477,8 @@ static void hj_run(struct workers *w, void *arg)
 	struct hjob *j = arg;
 	if (j->kind == H_SYNC)
 		j->rc = fdatasync(j->fd) < 0 ? -errno : 0;
+	else if (j->kind == H_REHASH)
+		j->rc = hash_into(w, j->fd, j->st.st_size, j->md);
 	else if (j->kind == H_COPY)
 		j->rc = copy_verified(w, j->fd, j->dirfd, j->st.st_size, j->sha, j->name, &j->out);
 	else
@@ -2259,13 +2294,98 @@ static cJSON *copied(struct transfers *tr, struct hjob *j)
 	return r;
 }
 
+static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later);
+
+/* After a restart, a large staged upload's running hash is rebuilt in the pool (the upload is
+ * usable meanwhile: status and resuming opens answer, writes and commits wait).  0 when
+ * submitted, -errno to hash inline instead. */
+static int rehash_later(struct transfers *tr, struct xfer *x)
+{
+	if (!hash_later(tr, x->cursor))
+		return -EAGAIN;
+	struct hjob *j = hj_new(tr);
+	if (!j || !(j->md = md_new()) || (j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		if (j)
+			EVP_MD_CTX_free(j->md);
+		free(j);
+		return -ENOMEM;
+	}
+	j->kind = H_REHASH;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	if (hj_submit(tr, j) < 0) {
+		close(j->fd);
+		EVP_MD_CTX_free(j->md);
+		free(j);
+		return -ENOMEM;
+	}
+	x->rehashing = 1;
+	return 0;
+}
+
+/* Park a write or commit until the hash is rebuilt.  0 or -ENOMEM. */
+static int wait_rehash(struct transfers *tr, struct xfer *x, const char *name, const cJSON *args,
+                       const struct transfer_later *later)
+{
+	struct xwait *w = calloc(1, sizeof *w), **pp = &x->waiters;
+	if (!w || !(w->args = cJSON_Duplicate(args, 1))) {
+		free(w);
+		return -ENOMEM;
+	}
+	snprintf(w->name, sizeof w->name, "%s", name);
+	w->later = *later;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
+	tr->deferred++;
+	return 0;
+}
+
+/* Run (ran) or drop the calls that waited for x's hash. */
+static void run_waiters(struct transfers *tr, struct xfer *x, int ran)
+{
+	while (x->waiters) {
+		struct xwait *w = x->waiters;
+		x->waiters = w->next;
+		if (ran) {
+			unsigned long before = tr->deferred;
+			cJSON *r = dispatch(tr, w->name, w->args, &w->later);
+			if (r || tr->deferred == before)
+				w->later.answer(w->later.ctx, r);
+		} else if (w->later.drop) {
+			w->later.drop(w->later.ctx);
+		}
+		cJSON_Delete(w->args);
+		free(w);
+	}
+}
+
+static void rehashed(struct transfers *tr, struct hjob *j, int ran)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x || !x->rehashing)
+		return;
+	x->rehashing = 0;
+	if (ran && j->rc == 0 && !x->md) {
+		x->md = j->md;
+		j->md = NULL;
+	} else if (ran && j->rc < 0 && x->state == XS_ACTIVE) {
+		fail_xfer(tr, x, "The staged bytes could not be read after a restart.");
+	} else if (!ran) {
+		xfer_close(x);   /* reopened (and hashed) on its next use */
+	}
+	run_waiters(tr, x, ran);
+}
+
 static void hj_done(void *arg, int ran)
 {
 	struct hjob *j = arg;
 	struct transfers *tr = j->tr;
 	cJSON *r = NULL;
 	tr->jobs--;
-	if (j->kind == H_SYNC) {
+	if (j->kind == H_REHASH) {
+		rehashed(tr, j, ran);
+	} else if (j->kind == H_SYNC) {
 		struct xfer *x = find(tr, j->h);
 		if (x && (!ran || j->rc < 0))
 			fail_acks(tr, x, ran ? j->rc : -ECANCELED);
@@ -2295,6 +2415,7 @@ static void hj_done(void *arg, int ran)
 	if (j->fd >= 0)
 		close(j->fd);
 	cJSON_Delete(j->args);
+	EVP_MD_CTX_free(j->md);
 	free(j);
 }
 
@@ -2398,11 +2519,23 @@ cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *
 		limit_ready(tr, tr->list);
 		return r;
 	}
+	return dispatch(tr, name, args, later);
+}
+
+/* A call on an existing handle (arguments validated). */
+static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later)
+{
 	const char *h = cJSON_GetObjectItem(args, "handle")->valuestring;
 	struct xfer *x = find(tr, h);
 	cJSON *r;
 	if (!x)
 		return facade_failure(unknown_handle(tr, h));
+	if (x->rehashing && (strcmp(name, "file_transfer_write") == 0 || strcmp(name, "file_transfer_commit") == 0)) {
+		if (later && wait_rehash(tr, x, name, args, later) == 0)
+			return NULL;
+		return facade_failure(with_cursor(env("not_active", 1, "Call again in a moment: the upload's staged bytes are "
+			"being checked after a restart.", "Upload %s is being checked after a restart.", x->h), x->cursor));
+	}
 	if (strcmp(name, "file_transfer_write") == 0)
 		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
 		             cJSON_GetObjectItem(args, "data")->valuestring, later);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -61,9 +62,33 @@ struct env {
 struct sv {
 	struct supervisor s;
 	cJSON *tools;
+	atomic_int gate;            /* sv_start_with(pool 2): opens the two held worker threads */
 };
 
+/* A job that holds a worker thread until *arg (an atomic_int gate, if given) opens or the pool
+ * stops. */
+static void hold_run(struct workers *w, void *arg)
+{
+	atomic_int *gate = arg;
+	while (!workers_stopping(w) && !(gate && atomic_load(gate)))
+		usleep(1000);
+}
+
+static void hold_done(void *arg, int ran)
+{
+	(void)arg;
+	(void)ran;
+}
+
+static void sv_start_with(struct sv *v, const struct env *e, int pool);
+
 static void sv_start(struct sv *v, const struct env *e)
+{
+	sv_start_with(v, e, 0);
+}
+
+/* pool: a worker pool from the start (before recovery), as the server has. */
+static void sv_start_with(struct sv *v, const struct env *e, int pool)
 {
 	char cfg[2000], err[512];
 	memset(v, 0, sizeof *v);
@@ -78,8 +103,11 @@ static void sv_start(struct sv *v, const struct env *e)
 	v->s.loop = loop_new();
 	v->s.tasks = tasks_new(&v->s);
 	v->s.transfers = transfers_new(&v->s);
-	if (!v->s.loop || !v->s.tasks || !v->s.transfers)
+	if (!v->s.loop || !v->s.tasks || !v->s.transfers || (pool && workers_new(v->s.loop, 2, &v->s.workers) < 0))
 		check_die("setup");
+	/* pool 2: both threads held (until v->gate opens), so recovery's jobs wait in the queue */
+	for (int i = 0; pool == 2 && i < 2; i++)
+		workers_submit(v->s.workers, hold_run, hold_done, &v->gate);
 	if (persist_open(&v->s, 0, &v->s.persist, err, sizeof err) < 0) {
 		fprintf(stderr, "persist_open: %s\n", err);
 		exit(2);
@@ -1184,9 +1212,7 @@ static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct ans
 
 static void sv_start_pool(struct sv *v, const struct env *e)
 {
-	sv_start(v, e);
-	if (workers_new(v->s.loop, 2, &v->s.workers) < 0)
-		check_die("workers_new");
+	sv_start_with(v, e, 1);
 }
 
 static void sv_stop_pool(struct sv *v)
@@ -1444,20 +1470,6 @@ static void t_crossfs(struct tally *t, struct env *e)
 }
 
 
-/* A job that holds a worker thread until the pool stops. */
-static void hold_run(struct workers *w, void *arg)
-{
-	(void)arg;
-	while (!workers_stopping(w))
-		usleep(1000);
-}
-
-static void hold_done(void *arg, int ran)
-{
-	(void)arg;
-	(void)ran;
-}
-
 static void t_async(struct tally *t, struct env *e)
 {
 	struct sv v;
@@ -1703,6 +1715,47 @@ static void t_async_write(struct tally *t, struct env *e)
 	sv_stop(&v);
 }
 
+/* After a restart a large staged upload's hash is rebuilt in the pool: status answers at once,
+ * a write waits for the hash and then goes in, and the commit's sha256 is right. */
+static void t_rehash(struct tally *t, struct env *e)
+{
+	struct sv v;
+	struct answer a;
+	char h[33], sha[65];
+	size_t N = 3 * 1048576 + 11;
+	unsigned char *data = malloc(N);
+	int err;
+	fill(data, N, 44);
+	blob_sha256_hex(data, N, sha);
+	sv_start(&v, e);
+	CHECK(t, open_upload(&v, "rehash.bin", (long long)N, sha, h, NULL) == 0, "an upload to restart");
+	CHECK(t, send_range(&v, h, data, 0, 2 * 1048576, 1048576) == 0, "2 MiB of it");
+	sv_stop(&v);
+	sv_start_with(&v, e, 2);   /* the rehash waits behind two held threads */
+	cJSON *sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 2 * 1048576, "status after the restart answers at once");
+	cJSON_Delete(sc);
+	sc = call(&v, "file_transfer_write", write_args(h, 2 * 1048576, data + 2 * 1048576, 1048576), &err);
+	CHECK(t, err && strcmp(code_of(sc), "not_active") == 0 && cursor_of(sc) == 2 * 1048576,
+	      "a write that cannot wait: not_active, retryable, with the cursor");
+	cJSON_Delete(sc);
+	sc = call_later(&v, "file_transfer_write", write_args(h, 2 * 1048576, data + 2 * 1048576, 1048576), &a, 0);
+	CHECK(t, !sc && !a.answered, "a write that can wait waits for the hash");
+	atomic_store(&v.gate, 1);
+	while (!a.answered && workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	sc = a.sc;
+	CHECK(t, a.answered == 1 && !a.is_error && num(sc, "nextOffset") == 3 * 1048576,
+	      "a write after the restart is answered once the hash is rebuilt");
+	cJSON_Delete(sc);
+	CHECK(t, send_range(&v, h, data, 3 * 1048576, N, 1048576) == 0, "the rest");
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "the commit's sha256: the hash was rebuilt right");
+	cJSON_Delete(sc);
+	sv_stop_pool(&v);
+	free(data);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -1713,7 +1766,7 @@ int main(void)
 	check_mkdir(e.root);
 	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_names, t_async, t_async_write, t_artifact_hash, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_names, t_async, t_async_write, t_rehash, t_artifact_hash, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
