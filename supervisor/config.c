@@ -384,7 +384,7 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 {
 	static const char *const keys[] = {
 		"name", "maxConcurrent", "maxQueue", "fileRoots", "cancelGraceSeconds",
-		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", NULL,
+		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", "maxArgumentsBytes", NULL,
 	};
 	if (!v)
 		return 0;
@@ -397,7 +397,8 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 	    opt_num(cx, v, "server", "cancelGraceSeconds", 0, 3600, &s->cancel_grace_seconds) ||
 	    opt_long(cx, v, "server", "maxFrameBytes", 1024, 64L << 20, &s->max_frame_bytes) ||
 	    opt_long(cx, v, "server", "logMaxBytes", 4096, 1L << 30, &s->log_max_bytes) ||
-	    opt_long(cx, v, "server", "resultInlineBytes", 256, 16L << 20, &s->result_inline_bytes))
+	    opt_long(cx, v, "server", "resultInlineBytes", 256, 16L << 20, &s->result_inline_bytes) ||
+	    opt_long(cx, v, "server", "maxArgumentsBytes", 2, 4L << 20, &s->max_arguments_bytes))
 		return -1;
 	return 0;
 }
@@ -763,6 +764,7 @@ static int build(struct ctx *cx, const char *text, size_t len, struct config **o
 	c->server.max_frame_bytes = FRAME_MAX_DEFAULT;
 	c->server.log_max_bytes = 8L << 20;
 	c->server.result_inline_bytes = 64L << 10;
+	c->server.max_arguments_bytes = 1L << 20;
 	if (!(c->path = strdup(cx->file)) || !(c->dir = strdup(cx->dir)) ||
 	    !(c->server.name = strdup("forkpoint"))) {
 		oom(cx);

@@ -54,7 +54,9 @@ struct server_cfg {
 	double cancel_grace_seconds;  /* default 5: cancel frame → SIGKILL of the job's tree */
 	long max_frame_bytes;    /* default FRAME_MAX_DEFAULT */
 	long log_max_bytes;      /* per-task captured output cap; default 8 MiB */
-	long result_inline_bytes;/* larger results go to a resource link (issue 5); default 64 KiB */
+	long result_inline_bytes;/* larger results go to a resource link; default 64 KiB */
+	long max_arguments_bytes;/* a call's arguments as compact JSON, at most this; default 1 MiB,
+	                          * at most 4 MiB so they always fit a start frame and a record */
 };
 
 struct config {

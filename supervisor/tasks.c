@@ -21,6 +21,8 @@
 #define MAX_PROMPT        (64u << 10)
 #define MAX_CHOICES       64
 #define MAX_PROGRESS_MSG  4096
+#define ARGS_ENV_MAX      (64u << 10)   /* larger arguments go to ARGS_FILE_NAME, not the environment */
+#define ARGS_FILE_NAME    ".forkpoint-args.json"
 
 struct tasks_table;
 
@@ -613,8 +615,16 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 	t->question_choices = choices;
 	t->status = TASK_INPUT_REQUIRED;
 	touch(t);
-	if (ts->sv->persist)
-		persist_asked(ts->sv->persist, t);
+	int rc = ts->sv->persist ? persist_asked(ts->sv->persist, t) : 0;
+	if (rc < 0) {
+		/* A question nobody could answer durably: end the attempt rather than wait on it. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The job's question could not be recorded: %s.", strerror(-rc));
+		t->status = TASK_WORKING;
+		fail(ts, t, "internal_error", msg, 1, "The server's storage failed; retry the call later.");
+		job_kill(t->job, NULL);
+		return 0;
+	}
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "input required: %s", t->question_prompt ? t->question_prompt : "");
 	notify(ts, t, TASK_EV_STATUS);
 	return 0;
@@ -817,8 +827,9 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 	t->progress_msg = strdup(msg);
 	cJSON_Delete(why);
 	touch(t);
-	if (ts->sv->persist)
-		persist_retry(ts->sv->persist, t);
+	if (ts->sv->persist && persist_retry(ts->sv->persist, t) < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "the retry could not be recorded; after a restart "
+		      "the task resumes as interrupted");
 	fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "%s", msg);
 	schedule(ts, t);
 	notify(ts, t, TASK_EV_PROGRESS);
@@ -970,6 +981,38 @@ static void free_strv(char **v)
 	free(v);
 }
 
+/* The arguments for a job's environment.  Small ones travel as FORKPOINT_ARGS; the kernel caps
+ * one environment string at 128 KiB (MAX_ARG_STRLEN) and execve would fail with E2BIG, so
+ * larger ones are written to a file in the work directory, named by FORKPOINT_ARGS_FILE.
+ * Jobs on the frame protocol get them in their start frame either way.  0 and *out, or
+ * -errno with err. */
+static int args_env(const char *work, const char *args_json, char **out, char *err, size_t errlen)
+{
+	size_t n = strlen(args_json);
+	if (n <= ARGS_ENV_MAX) {
+		if (asprintf(out, "FORKPOINT_ARGS=%s", args_json) < 0)
+			goto oom;
+		return 0;
+	}
+	char path[4300];
+	snprintf(path, sizeof path, "%s/" ARGS_FILE_NAME, work);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int rc = fd < 0 ? -errno : wire_write_full(fd, args_json, n);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (asprintf(out, "FORKPOINT_ARGS_FILE=%s", path) < 0)
+		goto oom;
+	return 0;
+oom:
+	*out = NULL;
+	snprintf(err, errlen, "out of memory");
+	return -ENOMEM;
+}
+
 static void on_timeout(struct loop *l, void *arg)
 {
 	struct task *t = arg;
@@ -1049,12 +1092,13 @@ static int start_job(struct tasks *ts, struct task *t)
 	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
 	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", tool->name) < 0 ||
 	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_ARGS=%s", args_json) < 0) {
+	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0) {
 		rc = -ENOMEM;
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
+	if ((rc = args_env(work, args_json, &envp[e++], err, sizeof err)) < 0)
+		goto fail;
 	struct job_spec spec = {
 		.task_id = t->id, .argv = argv, .envp = envp,
 		.cwd = tool->cwd ? tool->cwd : work, .log_path = logp,
@@ -1074,8 +1118,15 @@ static int start_job(struct tasks *ts, struct task *t)
 	touch(t);
 	if (tool->timeout_seconds > 0)
 		t->timeout_timer = loop_timer_in(sv->loop, (int64_t)(tool->timeout_seconds * 1000.0), on_timeout, t);
-	if (sv->persist)
-		persist_started(sv->persist, t);
+	if (sv->persist && (rc = persist_started(sv->persist, t)) < 0) {
+		/* The attempt is not on record: it must not run.  Its start frame is still held, so
+		 * the job has done nothing yet. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The job's start could not be recorded: %s.", strerror(-rc));
+		fail(ts, t, "internal_error", msg, 1, "The server's storage failed; retry the call later.");
+		job_kill(t->job, NULL);
+		goto out;
+	}
 	fplog(&sv->log, FPLOG_INFO, t->id, "started %s (attempt %d, pid %d)%s", tool->name, t->attempt,
 	      (int)job_pid(t->job), t->checkpoint ? " from its checkpoint" : "");
 	if (send_start(t) < 0) {
@@ -1084,6 +1135,7 @@ static int start_job(struct tasks *ts, struct task *t)
 		     0, "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
 		job_kill(t->job, NULL);
 	}
+out:
 	free_strv(argv);
 	free_strv(envp);
 	free(args_json);
@@ -1100,6 +1152,10 @@ fail:
 			fail(ts, t, "sandbox_violation", msg, 0,
 			     "The tool demands a sandbox this server cannot provide; tell the operator "
 			     "(forkpoint sandbox-check shows what the host supports).");
+		else if (rc == -E2BIG)   /* the arguments, not the server: the same call fails again */
+			fail(ts, t, "invalid_arguments", msg, 0,
+			     "An argument placed in the tool's command line is too long (the kernel allows "
+			     "128 KiB per word); call the tool with a shorter value.");
 		else
 			fail(ts, t, "job_failed", msg, 1,
 			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
@@ -1168,13 +1224,18 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 		task_free(t);
 		return -ENOMEM;
 	}
+	/* The create record comes first: a task whose creation is not in the journal must not
+	 * exist at all, or its later records would name a task replay has never heard of. */
+	if (ts->sv->persist && (rc = persist_created(ts->sv->persist, t)) < 0) {
+		table_del(ts, t);
+		task_free(t);
+		return rc;
+	}
 	t->next = ts->head;
 	if (ts->head)
 		ts->head->prev = t;
 	ts->head = t;
 	ts->count++;
-	if (ts->sv->persist)
-		persist_created(ts->sv->persist, t);
 	enqueue(ts, t);
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "created %s", tool->name);
 	*out = t;
@@ -1197,10 +1258,16 @@ int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
 		free(a);
 		return -ENOMEM;
 	}
+	int rc = ts->sv->persist ? persist_answered(ts->sv->persist, t, a->question_id, a->response) : 0;
+	if (rc < 0) {
+		/* Not recorded, so not accepted: the task still waits for its answer. */
+		free(a->question_id);
+		cJSON_Delete(a->response);
+		free(a);
+		return rc;
+	}
 	a->next = t->answers;
 	t->answers = a;
-	if (ts->sv->persist)
-		persist_answered(ts->sv->persist, t, a->question_id, a->response);
 	if (t->job)
 		send_answer(t, a->question_id, a->response);
 	task_clear_question(t);
@@ -1392,6 +1459,9 @@ static void remove_task_dir(struct tasks *ts, const char *id)
 size_t tasks_collect(struct tasks *ts, int64_t now)
 {
 	size_t n = 0;
+	/* While commits fail an expiry could not be recorded: keep everything until they work. */
+	if (ts->sv->persist && persist_fault(ts->sv->persist) < 0)
+		return 0;
 	for (struct tomb **pp = &ts->tombs; *pp;) {
 		if ((*pp)->until <= now) {
 			struct tomb *b = *pp;
@@ -1412,8 +1482,9 @@ size_t tasks_collect(struct tasks *ts, int64_t now)
 		int64_t keep = ttl < 3600000 ? 3600000 : ttl > 604800000 ? 604800000 : ttl;
 		char id[33];
 		memcpy(id, t->id, sizeof id);
-		if (ts->sv->persist)
-			persist_expired(ts->sv->persist, id, now + keep);
+		/* Forgotten only once the journal says so; otherwise the next collection retries. */
+		if (ts->sv->persist && persist_expired(ts->sv->persist, id, now + keep) < 0)
+			continue;
 		tasks_tombstone_add(ts, id, now + keep);
 		tasks_remove(ts, t);
 		remove_task_dir(ts, id);
