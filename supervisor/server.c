@@ -386,11 +386,10 @@ static void on_response(struct msess *ms, const struct rpc_msg *m)
 		const cJSON *answer = t && t->status == TASK_INPUT_REQUIRED && t->question_id &&
 			strcmp(t->question_id, o->qid) == 0 ? server_elicited_answer(t, m->result) : NULL;
 		free(o);
-		if (answer) {
-			tasks_respond(srv->sv->tasks, t, answer);
+		/* An answer that could not be recorded is not taken: as if declined. */
+		if (answer && tasks_respond(srv->sv->tasks, t, answer) == 0)
 			return;
-		}
-		/* Declined, cancelled or malformed: the question stays open for durable_task_respond,
+		/* Declined, cancelled, malformed or not recordable: the question stays open for durable_task_respond,
 		 * and a plain call still waiting on it gets the task handle to do that with. */
 		for (struct pending *p = srv->pending, *next; t && p; p = next) {
 			next = p->next;
@@ -770,9 +769,7 @@ static void m_tasks_get(struct msess *ms, const cJSON *id, const cJSON *params)
 		reply(ms, id, native_task(t));
 }
 
-/* A JSON-RPC error for a change refused while the journal cannot take records (the native
- * task API answers protocol errors, not tool results).  1 if refused. */
-static int refuse_if_faulted(struct msess *ms, const cJSON *id)
+int server_refuse_if_faulted(struct msess *ms, const cJSON *id)
 {
 	int fault = persist_fault(ms->srv->sv->persist);
 	if (fault == 0)
@@ -843,7 +840,7 @@ static void m_tasks_list(struct msess *ms, const cJSON *id, const cJSON *params)
 static void m_tasks_cancel(struct msess *ms, const cJSON *id, const cJSON *params)
 {
 	struct task *t = task_param(ms, id, params);
-	if (!t || refuse_if_faulted(ms, id))
+	if (!t || server_refuse_if_faulted(ms, id))
 		return;
 	if (TASK_TERMINAL(t->status)) {
 		reply_error(ms, id, RPC_INVALID_PARAMS, "Cannot cancel a task that is already completed, failed or cancelled");
