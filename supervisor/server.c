@@ -123,8 +123,8 @@ static int builtin_reads(const char *name)
 	       strcmp(name, "file_transfer_read") == 0 || strcmp(name, "file_transfer_status") == 0;
 }
 
-/* Before a built-in tool runs: 1 and *result if it is refused because storage is failing (a
- * write) ; else 0, with srv->answer_now set when its answer can observe only durable state. */
+/* Before a built-in tool runs: 1 and *result if it is a write refused because storage is
+ * failing; else 0, with srv->answer_now set when its answer can observe only durable state. */
 static int builtin_gate(struct server *srv, const char *name, const cJSON *args, cJSON **result)
 {
 	struct supervisor *sv = srv->sv;
@@ -389,8 +389,9 @@ static void on_response(struct msess *ms, const struct rpc_msg *m)
 		/* An answer that could not be recorded is not taken: as if declined. */
 		if (answer && tasks_respond(srv->sv->tasks, t, answer) == 0)
 			return;
-		/* Declined, cancelled, malformed or not recordable: the question stays open for durable_task_respond,
-		 * and a plain call still waiting on it gets the task handle to do that with. */
+		/* Declined, cancelled, malformed or not recordable: the question stays open for
+		 * durable_task_respond, and a plain call still waiting on it gets the task handle to
+		 * do that with. */
 		for (struct pending *p = srv->pending, *next; t && p; p = next) {
 			next = p->next;
 			if (p->kind == PEND_CALL && p->t == t && p->ms == ms)
@@ -564,10 +565,10 @@ int server_run_builtin(struct server *srv, const char *name, cJSON *args, cJSON 
 	return 1;
 }
 
-/* The arguments as they would be journaled and sent to the job, against
- * server.maxArgumentsBytes: a call over it is refused before anything exists (a task whose
- * create record could not be written must never be acknowledged).  0, or -E2BIG / -ENOMEM
- * with *failure. */
+/* The arguments as compact JSON (as they are journaled and sent to the job; the schema's
+ * defaults add little), against server.maxArgumentsBytes: a call over it is refused before
+ * anything exists, so a create record is always writable and a start frame always fits.
+ * 0, or -E2BIG / -ENOMEM with *failure. */
 static int check_size(struct supervisor *sv, const cJSON *args, cJSON **failure)
 {
 	char *text = cJSON_PrintUnformatted(args);

@@ -23,6 +23,8 @@
 #define MAX_PROGRESS_MSG  4096
 #define ARGS_ENV_MAX      (64u << 10)   /* larger arguments go to ARGS_FILE_NAME, not the environment */
 #define ARGS_FILE_NAME    ".forkpoint-args.json"
+#define E2BIG_HINT        "An argument placed in the tool's command line is too long (the kernel allows " \
+                          "128 KiB per word); call the tool with a shorter value."
 
 struct tasks_table;
 
@@ -850,7 +852,12 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 	if (!TASK_TERMINAL(t->status)) {
 		cJSON *pending = t->pending_error;
 		t->pending_error = NULL;
-		if (x->start_error) {
+		if (x->start_error && x->start_errno == E2BIG) {
+			/* The arguments, not the server: the same call would fail the same way. */
+			cJSON_Delete(pending);
+			snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
+			fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
+		} else if (x->start_error) {
 			cJSON_Delete(pending);
 			snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
 			fail(ts, t, "job_failed", msg, 1,
@@ -1153,9 +1160,7 @@ fail:
 			     "The tool demands a sandbox this server cannot provide; tell the operator "
 			     "(forkpoint sandbox-check shows what the host supports).");
 		else if (rc == -E2BIG)   /* the arguments, not the server: the same call fails again */
-			fail(ts, t, "invalid_arguments", msg, 0,
-			     "An argument placed in the tool's command line is too long (the kernel allows "
-			     "128 KiB per word); call the tool with a shorter value.");
+			fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
 		else
 			fail(ts, t, "job_failed", msg, 1,
 			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");

@@ -2,7 +2,8 @@
 //  - Arguments over server.maxArgumentsBytes are refused at validation and no task exists; the
 //    state dir stays usable (a restart replays it).
 //  - Arguments too large for one environment string (> 128 KiB) reach a plain job through
-//    FORKPOINT_ARGS_FILE instead of failing every attempt with E2BIG.
+//    FORKPOINT_ARGS_FILE instead of failing every attempt with E2BIG; one too large for a
+//    command-line word is the caller's invalid_arguments, not a retryable setup problem.
 //  - A full disk (the state dir on a 2 MiB tmpfs in a private mount namespace, as root): the
 //    answer of a call whose records could not be committed is held, never sent; ping,
 //    tools/list and reads of durable tasks keep answering; new writes answer
@@ -40,6 +41,15 @@ const argsizeTool = {
 		'else printf %s "$FORKPOINT_ARGS" | wc -c; fi'],
 };
 
+// The same size given to a plain program as one command-line word.
+const argvTool = {
+	name: 'argvword',
+	description: 'Echoes its pad argument as one word of its command line.',
+	mode: 'sync',
+	inputSchema: { type: 'object', properties: { pad: { type: 'string' } }, required: ['pad'] },
+	command: ['/bin/echo', '{pad}'],
+};
+
 const structured = (res) => res.structuredContent ?? JSON.parse(res.content[0].text);
 
 describe('oversized arguments', () => {
@@ -65,7 +75,7 @@ describe('oversized arguments', () => {
 
 	it('arguments over 128 KiB reach a plain job (FORKPOINT_ARGS_FILE), no E2BIG', async () => {
 		await srv.close();
-		srv = await startServer({ tools: [argsizeTool] });   /* the default limit, 1 MiB */
+		srv = await startServer({ tools: [argsizeTool, argvTool] });   /* the default limit, 1 MiB */
 		const big = 'y'.repeat(200 * 1024);
 		const res = await call(srv.client, 'argsize', { pad: big });
 		assert.ok(!res.isError, JSON.stringify(res).slice(0, 2000));
@@ -75,6 +85,15 @@ describe('oversized arguments', () => {
 		// Small ones still come in the environment.
 		const small = structured(await call(srv.client, 'argsize', { pad: 'z' }));
 		assert.equal(Number(String(small.output).trim()), JSON.stringify({ pad: 'z' }).length);
+	});
+
+	it('a command-line word over 128 KiB: invalid_arguments, not a retryable setup problem', async () => {
+		const res = await call(srv.client, 'argvword', { pad: 'w'.repeat(200 * 1024) });
+		assert.equal(res.isError, true, JSON.stringify(res).slice(0, 1000));
+		const e = envelopeOf(res);
+		assert.equal(e.code, 'invalid_arguments', JSON.stringify(e).slice(0, 1000));
+		assert.equal(e.retryable, false);
+		assert.match(e.message, /Argument list too long/);
 	});
 });
 
