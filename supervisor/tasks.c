@@ -838,6 +838,20 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 	return 1;
 }
 
+/* A finished task never runs again, so the folders its job left empty (work/inputs,
+ * work/outputs, work) are removed at once: a directory costs a block, and a trivial task would
+ * otherwise keep ~16 KiB on disk until it expires.  Only empty ones go (rmdir), so whatever
+ * the job left, artifacts included, stays until the task's expiry removes it all. */
+static void prune_work_dir(struct tasks *ts, const struct task *t)
+{
+	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
+	char path[4300];
+	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+		snprintf(path, sizeof path, "%s/tasks/%s/%s", ts->sv->state_dir, t->id, sub[i]);
+		rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */
+	}
+}
+
 static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 {
 	struct task *t = owner;
@@ -907,6 +921,8 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 	}
 	fplog(&ts->sv->log, FPLOG_DEBUG, t->id, "job exited (%s %d)", x->exited ? "status" : "signal", x->status);
 	job_free(j);
+	if (TASK_TERMINAL(t->status))
+		prune_work_dir(ts, t);
 	start_next(ts);
 }
 

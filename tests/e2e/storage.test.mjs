@@ -4,6 +4,7 @@
 //  - Arguments too large for one environment string (> 128 KiB) reach a plain job through
 //    FORKPOINT_ARGS_FILE instead of failing every attempt with E2BIG; one too large for a
 //    command-line word is the caller's invalid_arguments, not a retryable setup problem.
+//  - A finished task keeps no empty work folders (a trivial task costs one folder, not four).
 //  - A full disk (the state dir on a 2 MiB tmpfs in a private mount namespace, as root): the
 //    answer of a call whose records could not be committed is held, never sent; ping,
 //    tools/list and reads of durable tasks keep answering; new writes answer
@@ -14,7 +15,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, describe, it } from 'node:test';
 import {
-	BIN, RawServer, assert, call, envelopeOf, example, rawToolResult, startServer, until, writeConfig,
+	BIN, RawServer, assert, call, envelopeOf, example, isStatus, rawToolResult, sleeperTool, startServer,
+	startTask, until, waitTask, writeConfig,
 } from './lib.mjs';
 
 const padTool = (extra = {}) => ({
@@ -94,6 +96,25 @@ describe('oversized arguments', () => {
 		assert.equal(e.code, 'invalid_arguments', JSON.stringify(e).slice(0, 1000));
 		assert.equal(e.retryable, false);
 		assert.match(e.message, /Argument list too long/);
+	});
+});
+
+describe('task folders', () => {
+	let srv;
+	after(async () => { await srv?.close(); });
+
+	it('a finished task keeps no empty work folders; a running one has them', async () => {
+		srv = await startServer({ tools: [padTool(), sleeperTool('sleeper')] });
+		const h = await startTask(srv.client, 'pad', { n: 0 });
+		await waitTask(srv.client, h.taskId, isStatus('completed'));
+		const dir = path.join(srv.stateDir, 'tasks', h.taskId);
+		assert.ok(fs.existsSync(dir), 'the task folder stays (its output.log) until expiry');
+		assert.ok(!fs.existsSync(path.join(dir, 'work')), 'the empty work folder was removed');
+		const s = await startTask(srv.client, 'sleeper', { seconds: 30 });
+		const work = path.join(srv.stateDir, 'tasks', s.taskId, 'work');
+		await until(() => fs.existsSync(path.join(work, 'outputs')), 5000, 'the running job\'s outputs/');
+		assert.ok(fs.existsSync(path.join(work, 'inputs')));
+		await call(srv.client, 'durable_task_cancel', { taskId: s.taskId });
 	});
 });
 
