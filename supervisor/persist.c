@@ -121,7 +121,7 @@ int persist_started(struct persist *p, struct task *t)
 	return rec_end(p, &r, REC_START, t);
 }
 
-static void write_progress(struct persist *p, struct task *t)
+static void write_progress(struct persist *p, const struct task *t)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 4);
@@ -129,7 +129,8 @@ static void write_progress(struct persist *p, struct task *t)
 	kv_str(&r, "msg", t->progress_msg);
 	kv_double(&r, "fraction", t->fraction);
 	kv_int(&r, "at", t->updated_ms);
-	rec_end(p, &r, REC_PROGRESS, t);   /* not a promise: a lost one is harmless */
+	/* Not a promise: a lost one is harmless, and a read need not wait for it (no task mark). */
+	rec_end(p, &r, REC_PROGRESS, NULL);
 }
 
 static void progress_timer_cb(struct loop *l, void *arg)
