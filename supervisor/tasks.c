@@ -838,14 +838,16 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 	return 1;
 }
 
-/* A finished task never runs again, so the folders its job left empty (work/inputs,
- * work/outputs, work) are removed at once: a directory costs a block, and a trivial task would
+/* A finished task never runs again, so our copy of its large arguments and the folders its
+ * job left empty (work/inputs, work/outputs, work) are removed at once: a directory costs a block, and a trivial task would
  * otherwise keep ~16 KiB on disk until it expires.  Only empty ones go (rmdir), so whatever
  * the job left, artifacts included, stays until the task's expiry removes it all. */
 static void prune_work_dir(struct tasks *ts, const struct task *t)
 {
 	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
 	char path[4300];
+	snprintf(path, sizeof path, "%s/tasks/%s/work/" ARGS_FILE_NAME, ts->sv->state_dir, t->id);
+	unlink(path);   /* our copy of the arguments, if they were too large for the environment */
 	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
 		snprintf(path, sizeof path, "%s/tasks/%s/%s", ts->sv->state_dir, t->id, sub[i]);
 		rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */

@@ -84,6 +84,11 @@ describe('oversized arguments', () => {
 		const out = structured(res);
 		const n = Number(String(out.output).trim());
 		assert.equal(n, JSON.stringify({ pad: big }).length, `the job saw ${n} bytes of arguments`);
+		// The copy of the arguments goes when the task has finished (with the empty work folder).
+		const list = structured(await call(srv.client, 'durable_task_list', {}));
+		assert.equal(list.tasks.length, 1);
+		assert.ok(!fs.existsSync(path.join(srv.stateDir, 'tasks', list.tasks[0].taskId, 'work')),
+			'work/.forkpoint-args.json and work/ were removed');
 		// Small ones still come in the environment.
 		const small = structured(await call(srv.client, 'argsize', { pad: 'z' }));
 		assert.equal(Number(String(small.output).trim()), JSON.stringify({ pad: 'z' }).length);
