@@ -1038,6 +1038,58 @@ oom:
 	return -ENOMEM;
 }
 
+/* A job sees a clean environment: nothing of the supervisor's leaks into it, only what
+ * docs/job-protocol.md lists.  0 and *out (NULL-terminated, for free_strv), or -errno with
+ * err. */
+static int job_env(struct supervisor *sv, const struct task *t, const char *work, char ***out,
+                   char *err, size_t errlen)
+{
+	char *args_json = cJSON_PrintUnformatted(t->args);
+	char **envp = calloc(12, sizeof *envp);
+	int rc = -ENOMEM, e = 0;
+	if (!args_json || !envp)
+		goto oom;
+	if (asprintf(&envp[e++], "PATH=%s:/usr/local/bin:/usr/bin:/bin", sv->bin_dir) < 0 ||
+	    asprintf(&envp[e++], "HOME=%s", work) < 0 ||
+	    asprintf(&envp[e++], "TMPDIR=%s", work) < 0 ||
+	    asprintf(&envp[e++], "LANG=C.UTF-8") < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", t->tool->name) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0) {
+		envp[e - 1] = NULL;   /* asprintf leaves it undefined on failure */
+		goto oom;
+	}
+	if ((rc = args_env(work, args_json, &envp[e++], err, errlen)) < 0)
+		goto fail;
+	free(args_json);
+	*out = envp;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	free(args_json);
+	free_strv(envp);
+	return rc;
+}
+
+/* The job could not be started (rc, err say why): the task fails with what fits the cause. */
+static void start_failed(struct tasks *ts, struct task *t, int rc, const char *err)
+{
+	char msg[4500];
+	snprintf(msg, sizeof msg, "The job could not be started: %s.", err);
+	if (rc == -ENOTSUP)   /* sandbox.require cannot be met: refuse rather than run weaker */
+		fail(ts, t, "sandbox_violation", msg, 0,
+		     "The tool demands a sandbox this server cannot provide; tell the operator "
+		     "(forkpoint sandbox-check shows what the host supports).");
+	else if (rc == -E2BIG)   /* the arguments, not the server: the same call fails again */
+		fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
+	else
+		fail(ts, t, "job_failed", msg, 1,
+		     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+}
+
 static void on_timeout(struct loop *l, void *arg)
 {
 	struct task *t = arg;
@@ -1059,7 +1111,6 @@ static int start_job(struct tasks *ts, struct task *t)
 	const struct tool_cfg *tool = t->tool;
 	char dir[4096], work[4200], logp[4200], err[4400];
 	char **argv = NULL, **envp = NULL;
-	char *args_json = NULL;
 	int rc;
 
 	t->queued = 0;
@@ -1100,29 +1151,7 @@ static int start_job(struct tasks *ts, struct task *t)
 			goto fail;
 		}
 	}
-	args_json = cJSON_PrintUnformatted(t->args);
-	envp = calloc(12, sizeof *envp);
-	if (!args_json || !envp) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof err, "out of memory");
-		goto fail;
-	}
-	/* A job sees a clean environment: nothing of the supervisor's leaks into it. */
-	int e = 0;
-	if (asprintf(&envp[e++], "PATH=%s:/usr/local/bin:/usr/bin:/bin", sv->bin_dir) < 0 ||
-	    asprintf(&envp[e++], "HOME=%s", work) < 0 ||
-	    asprintf(&envp[e++], "TMPDIR=%s", work) < 0 ||
-	    asprintf(&envp[e++], "LANG=C.UTF-8") < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", tool->name) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof err, "out of memory");
-		goto fail;
-	}
-	if ((rc = args_env(work, args_json, &envp[e++], err, sizeof err)) < 0)
+	if ((rc = job_env(sv, t, work, &envp, err, sizeof err)) < 0)
 		goto fail;
 	struct job_spec spec = {
 		.task_id = t->id, .argv = argv, .envp = envp,
@@ -1163,26 +1192,12 @@ static int start_job(struct tasks *ts, struct task *t)
 out:
 	free_strv(argv);
 	free_strv(envp);
-	free(args_json);
 	return 0;
 fail:
 	free_strv(argv);
 	free_strv(envp);
-	free(args_json);
 	t->queued = 0;
-	{
-		char msg[4500];
-		snprintf(msg, sizeof msg, "The job could not be started: %s.", err);
-		if (rc == -ENOTSUP)   /* sandbox.require cannot be met: refuse rather than run weaker */
-			fail(ts, t, "sandbox_violation", msg, 0,
-			     "The tool demands a sandbox this server cannot provide; tell the operator "
-			     "(forkpoint sandbox-check shows what the host supports).");
-		else if (rc == -E2BIG)   /* the arguments, not the server: the same call fails again */
-			fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
-		else
-			fail(ts, t, "job_failed", msg, 1,
-			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
-	}
+	start_failed(ts, t, rc, err);
 	return rc;
 }
 
