@@ -7,9 +7,10 @@
 //  - A finished task keeps no empty work folders (a trivial task costs one folder, not four).
 //  - A full disk (the state dir on a 2 MiB tmpfs in a private mount namespace, as root): the
 //    answer of a call whose records could not be committed is held, never sent; ping,
-//    tools/list and reads of durable tasks keep answering; new writes answer
+//    initialize, tools/list and reads of durable tasks keep answering; new writes answer
 //    storage_unavailable (ENOSPC); within 1 s of space returning the held answer comes out and
-//    writes work again.  Shutting down while commits fail exits non-zero and says so.
+//    writes work again.  Shutting down (end of input, SIGTERM) while commits fail exits 1 and
+//    says so on stderr.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -210,6 +211,10 @@ describe('a full disk', { skip }, () => {
 		// Housekeeping and reads of durable state answer at once.
 		const ping = await raw.request('ping1', 'ping', undefined, { timeoutMs: 2000 });
 		assert.deepEqual(ping.result, {});
+		const init = await raw.request('init2', 'initialize', {
+			protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e-raw', version: '1' },
+		}, { timeoutMs: 2000 });
+		assert.ok(init.result?.protocolVersion, JSON.stringify(init));
 		const tl = await raw.request('tl', 'tools/list', {}, { timeoutMs: 2000 });
 		assert.ok(tl.result?.tools?.some((t) => t.name === 'pad'), JSON.stringify(tl).slice(0, 500));
 		const get = await raw.request('get-a', 'tools/call',
@@ -252,19 +257,24 @@ describe('a full disk', { skip }, () => {
 		assert.deepEqual(raw.badLines, []);
 	});
 
-	it('shutting down while commits fail exits non-zero and says so', async () => {
-		await raw?.close();
-		raw = startOnTmpfs([padTool()]);
-		await raw.initialize();
-		fill(raw.state());
-		raw.send({ jsonrpc: '2.0', id: 'h1', method: 'tools/call',
-			params: { name: 'pad', arguments: { n: 1, pad: 'p'.repeat(32 * 1024) } } });
-		await until(() => raw.stderr.includes('journal commit failed'), 5000, 'the failed commit logged');
-		raw.closeStdin();
-		const exit = await raw.waitExit(10000);
-		assert.ok(exit, 'the server exited after end of input');
-		assert.notEqual(exit.code, 0, `exit ${JSON.stringify(exit)}`);
-		assert.match(raw.stderr, /could not be made durable/);
-		assert.ok(!raw.messages.some(isResponse('h1')), 'the held answer was never sent');
-	});
+	for (const how of ['end of input', 'SIGTERM']) {
+		it(`shutting down (${how}) while commits fail exits non-zero and says so`, async () => {
+			await raw?.close();
+			raw = startOnTmpfs([padTool()]);
+			await raw.initialize();
+			fill(raw.state());
+			raw.send({ jsonrpc: '2.0', id: 'h1', method: 'tools/call',
+				params: { name: 'pad', arguments: { n: 1, pad: 'p'.repeat(32 * 1024) } } });
+			await until(() => raw.stderr.includes('journal commit failed'), 5000, 'the failed commit logged');
+			if (how === 'SIGTERM')
+				raw.proc.kill('SIGTERM');
+			else
+				raw.closeStdin();
+			const exit = await raw.waitExit(10000);
+			assert.ok(exit, `the server exited after ${how}`);
+			assert.equal(exit.code, 1, `exit ${JSON.stringify(exit)}`);
+			assert.match(raw.stderr, /could not be made durable/);
+			assert.ok(!raw.messages.some(isResponse('h1')), 'the held answer was never sent');
+		});
+	}
 });
