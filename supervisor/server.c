@@ -911,6 +911,9 @@ static void dispatch(struct msess *ms, struct rpc_msg *m)
 	/* A request that names its protocol version in _meta stands alone (2026-07-28): no
 	 * initialize, its capabilities travel with it. */
 	if (era2026_claims(m->params)) {
+		if (strcmp(method, "server/discover") == 0 || strcmp(method, "tools/list") == 0 ||
+		    strcmp(method, "resources/templates/list") == 0)
+			ms->srv->answer_now = 1;   /* housekeeping: see below */
 		era2026_request(ms->srv->era, ms, m->id, method, m->params);
 		return;
 	}

@@ -215,6 +215,13 @@ describe('a full disk', { skip }, () => {
 			protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'e2e-raw', version: '1' },
 		}, { timeoutMs: 2000 });
 		assert.ok(init.result?.protocolVersion, JSON.stringify(init));
+		const e26 = { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+			'io.modelcontextprotocol/clientCapabilities': {} } };
+		const disc = await raw.request('disc', 'server/discover', e26, { timeoutMs: 2000 });
+		assert.ok(disc.result, JSON.stringify(disc));
+		const e26call = rawToolResult(await raw.request('e26-call', 'tools/call',
+			{ name: 'pad', arguments: { n: 1 }, ...e26 }, { timeoutMs: 2000 }));
+		assert.equal(envelopeOf(e26call).code, 'storage_unavailable');
 		const tl = await raw.request('tl', 'tools/list', {}, { timeoutMs: 2000 });
 		assert.ok(tl.result?.tools?.some((t) => t.name === 'pad'), JSON.stringify(tl).slice(0, 500));
 		const get = await raw.request('get-a', 'tools/call',
