@@ -68,11 +68,14 @@ static void kv_double(struct frame_map *r, const char *k, double v)
 static int rec_end(struct persist *p, struct frame_map *r, uint8_t type, struct task *t)
 {
 	int rc = p->read_only ? -EROFS : journal_append(p->j, type, r->sb.data, r->sb.size);
-	if (rc < 0)
+	if (rc < 0) {
 		fplog(&p->sv->log, FPLOG_ERROR, t ? t->id : NULL, "journal append of a %s record (%zu bytes) failed: %s",
 		      persist_type_name(type), (size_t)r->sb.size, strerror(-rc));
-	else if (++p->gen && t)
-		t->journal_gen = p->gen;
+	} else {
+		p->gen++;
+		if (t)
+			t->journal_gen = p->gen;
+	}
 	msgpack_sbuffer_destroy(&r->sb);
 	return rc;
 }

@@ -5,8 +5,11 @@
  *
  * The promises (task accepted, answer recorded, checkpoint stored, cancel requested, terminal
  * state) are appended by the calls below in the same loop turn as the change, and the turn's
- * responses and job frames are held back until persist_commit() has made them durable.
- * Progress is not a promise: it is coalesced per task and written with the next batch. */
+ * responses and job frames are held back until persist_commit() has made them durable.  A
+ * record that cannot be appended is reported to the caller, which then does not make the
+ * change.  While commits fail (persist_fault), the held answers stay held until a retry
+ * succeeds, and new changes are refused by the callers.  Progress is not a promise: it is
+ * coalesced per task and written with the next batch. */
 #ifndef FP_PERSIST_H
 #define FP_PERSIST_H
 

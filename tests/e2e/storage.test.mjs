@@ -249,6 +249,7 @@ describe('a full disk', { skip }, () => {
 		fs.unlinkSync(filler);
 		const c1 = await raw.waitFor(isResponse('c1'), { timeoutMs: 5000, what: 'the held answer to c1' });
 		const took = Date.now() - t0;
+		console.log(`# held answer released ${took} ms after space returned`);
 		assert.ok(took <= 1000, `held answer released ${took} ms after space returned`);
 		const c1id = rawToolResult(c1).structuredContent.taskId;
 		assert.match(c1id, /^[0-9a-f]{32}$/);
