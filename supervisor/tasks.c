@@ -839,9 +839,10 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 }
 
 /* A finished task never runs again, so our copy of its large arguments and the folders its
- * job left empty (work/inputs, work/outputs, work) are removed at once: a directory costs a block, and a trivial task would
- * otherwise keep ~16 KiB on disk until it expires.  Only empty ones go (rmdir), so whatever
- * the job left, artifacts included, stays until the task's expiry removes it all. */
+ * job left empty (work/inputs, work/outputs, work) are removed at once: a directory costs a
+ * block, and a trivial task would otherwise keep ~16 KiB on disk until it expires.  Only
+ * empty ones go (rmdir), so whatever the job left, artifacts included, stays until the task's
+ * expiry removes it all. */
 static void prune_work_dir(struct tasks *ts, const struct task *t)
 {
 	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
