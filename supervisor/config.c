@@ -385,7 +385,8 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 	static const char *const keys[] = {
 		"name", "maxConcurrent", "maxQueue", "fileRoots", "cancelGraceSeconds",
 		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", "resultMaxBytes", "stateDirMaxMB",
-		"artifactHashMaxBytes", "maxArgumentsBytes", "journalSegmentBytes", "compactMinBytes", NULL,
+		"artifactHashMaxBytes", "maxArgumentsBytes", "journalSegmentBytes", "compactMinBytes",
+		NULL,
 	};
 	if (!v)
 		return 0;
