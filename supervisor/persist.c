@@ -14,6 +14,8 @@
 #define INLINE_CHECKPOINT  1024           /* larger checkpoints go to the blob store */
 #define PROGRESS_FLUSH_MS  2000           /* progress alone is written at most this often */
 #define COMPACT_MIN_BYTES  (8ull << 20)
+#define COMPACT_BACKOFF_MS     1000       /* first retry after a failed compaction ... */
+#define COMPACT_BACKOFF_MAX_MS 300000     /* ... doubling up to this */
 
 struct persist {
 	struct supervisor *sv;
@@ -24,6 +26,10 @@ struct persist {
 	int64_t last_progress_flush;
 	struct loop_timer *progress_timer;
 	uint64_t snapshot_bytes;
+	/* failed compactions: retried with exponential backoff, logged once per episode */
+	int64_t compact_next;                 /* loop_now() before which none is tried */
+	int64_t compact_backoff;              /* 0: the last one worked */
+	unsigned compact_failures;
 };
 
 /* ---- encoding ------------------------------------------------------------------------------ */
@@ -243,6 +249,15 @@ void persist_expired(struct persist *p, const char *id, int64_t until)
 	rec_end(p, &r, REC_EXPIRE);
 }
 
+/* A snapshot record.  A failure is the compaction's, reported once by its caller: logging it
+ * here would print one line per task. */
+static int snap_end(struct persist *p, struct frame_map *r, uint8_t type)
+{
+	int rc = journal_append(p->j, type, r->sb.data, r->sb.size);
+	msgpack_sbuffer_destroy(&r->sb);
+	return rc;
+}
+
 /* A whole task, for snapshots. */
 static int snap_task(struct persist *p, struct task *t)
 {
@@ -306,9 +321,9 @@ static int snap_task(struct persist *p, struct task *t)
 		kv_str(&r, "result", text ? text : "null");
 	kv_int(&r, "mcp", t->result_is_mcp);
 	kv_json(&r, "error", t->error);
-	rec_end(p, &r, REC_SNAP_TASK);
+	rc = snap_end(p, &r, REC_SNAP_TASK);
 	free(text);
-	return 0;
+	return rc;
 }
 
 /* ---- commit and compaction -------------------------------------------------------------------- */
@@ -352,19 +367,23 @@ static int cmp_str(const void *a, const void *b)
 
 struct snapctx {
 	struct persist *p;
+	int rc;
 };
 
 static void snap_tomb(void *arg, const char *id, int64_t until)
 {
 	struct snapctx *c = arg;
 	struct frame_map r;
+	if (c->rc < 0)
+		return;
 	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
-	rec_end(c->p, &r, REC_SNAP_TOMB);
+	c->rc = snap_end(c->p, &r, REC_SNAP_TOMB);
 }
 
-int persist_compact(struct persist *p)
+/* One compaction attempt; logs success only (failures are the caller's to report). */
+static int compact_once(struct persist *p)
 {
 	int rc = persist_commit(p);
 	if (rc < 0)
@@ -395,9 +414,11 @@ int persist_compact(struct persist *p)
 		if (t->result_blob[0])
 			keep[nblobs++] = t->result_blob;
 	}
-	struct snapctx c = { p };
-	if (rc == 0)
+	struct snapctx c = { p, 0 };
+	if (rc == 0) {
 		tasks_tombstone_each(p->sv->tasks, snap_tomb, &c);
+		rc = c.rc;
+	}
 	if (rc == 0 && p->sv->transfers)
 		rc = transfer_snapshot(p->sv->transfers);
 	if (rc == 0)
@@ -412,10 +433,35 @@ int persist_compact(struct persist *p)
 		p->snapshot_bytes = journal_total_bytes(p->j);
 		fplog(&p->sv->log, FPLOG_INFO, NULL, "journal compacted: %zu tasks, %llu bytes, %zu blobs collected",
 		      tasks_count(p->sv->tasks), (unsigned long long)p->snapshot_bytes, removed);
-	} else {
-		fplog(&p->sv->log, FPLOG_ERROR, NULL, "journal compaction failed: %s", strerror(-rc));
 	}
 	free(keep);
+	return rc;
+}
+
+/* Why a backoff: a compaction rewrites the whole live state, so retrying a failing one (full
+ * disk, I/O error) on every loop turn would cost every request that much and flood the log.
+ * The first failure of an episode is logged with its cause, later ones only at debug level;
+ * the first success after them says how many failed. */
+int persist_compact(struct persist *p)
+{
+	int rc = compact_once(p);
+	if (rc == 0) {
+		if (p->compact_failures > 0)
+			fplog(&p->sv->log, FPLOG_NOTICE, NULL, "journal compaction works again (after %u failed attempts)",
+			      p->compact_failures);
+		p->compact_failures = 0;
+		p->compact_backoff = 0;
+		p->compact_next = 0;
+		return 0;
+	}
+	p->compact_backoff = p->compact_backoff ? p->compact_backoff * 2 : COMPACT_BACKOFF_MS;
+	if (p->compact_backoff > COMPACT_BACKOFF_MAX_MS)
+		p->compact_backoff = COMPACT_BACKOFF_MAX_MS;
+	p->compact_next = loop_now() + p->compact_backoff;
+	fplog(&p->sv->log, p->compact_failures ? FPLOG_DEBUG : FPLOG_ERROR, NULL,
+	      "journal compaction failed: %s; retrying with backoff (next in %lld ms, at most every %d s)",
+	      strerror(-rc), (long long)p->compact_backoff, COMPACT_BACKOFF_MAX_MS / 1000);
+	p->compact_failures++;
 	return rc;
 }
 
@@ -425,6 +471,8 @@ int persist_maybe_compact(struct persist *p)
 		return 0;
 	uint64_t total = journal_total_bytes(p->j);
 	if (total < COMPACT_MIN_BYTES + 2 * p->snapshot_bytes)
+		return 0;
+	if (p->compact_next && loop_now() < p->compact_next)
 		return 0;
 	return persist_compact(p);
 }
@@ -789,10 +837,11 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	return rc;
 }
 
+/* journal_open passes the record callback's argument to the log callback too. */
 static void journal_log(void *arg, const char *msg)
 {
-	struct persist *p = arg;
-	fplog(&p->sv->log, FPLOG_WARNING, NULL, "journal: %s", msg);
+	struct replay *rp = arg;
+	fplog(&rp->p->sv->log, FPLOG_WARNING, NULL, "journal: %s", msg);
 }
 
 int persist_open(struct supervisor *sv, int read_only, struct persist **out, char *err, size_t errlen)
@@ -817,7 +866,9 @@ int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void
 		free(p);
 		return rc;
 	}
-	p->snapshot_bytes = journal_total_bytes(p->j);
+	/* Relative to the snapshot the journal starts from, not to everything replayed: otherwise
+	 * each restart would raise the threshold and the journal would grow without bound. */
+	p->snapshot_bytes = journal_snapshot_bytes(p->j);
 	p->last_progress_flush = loop_now();
 	*out = p;
 	return 0;
