@@ -879,7 +879,7 @@ static int snap_step(struct scan *sc, const struct seg *s, size_t off, const str
 /* Hand one valid record to the callback; its failure message gets file and offset. */
 static int deliver(struct scan *sc, const char *name, size_t off, const struct rec *r)
 {
-	char msg[MSG_MAX] = "";
+	char msg[MSG_MAX];
 
 	if (r->type >= JOURNAL_RESERVED_FIRST)
 		return 0;   /* the journal's own: neither delivered nor counted */
@@ -888,6 +888,7 @@ static int deliver(struct scan *sc, const char *name, size_t off, const struct r
 		return 0;
 	if (sc->cb(sc->arg, r->type, r->payload, r->len, sc->err, sc->errlen) == 0)
 		return 0;
+	msg[0] = '\0';
 	if (sc->err != NULL && sc->errlen > 0)
 		snprintf(msg, sizeof msg, "%s", sc->err);
 	set_err(sc->err, sc->errlen, "%s/%s: offset %zu: %s", sc->dir, name, off,
