@@ -386,10 +386,11 @@ int ops_logs(int argc, char **argv)
 int ops_fsck(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint fsck [--repair] [--state DIR]\n\n"
-		"Verify every journal record and every blob a task refers to.  --repair (which needs the\n"
-		"state dir's lock, so no server may run) cuts a torn tail of the newest segment and sets\n"
-		"aside an interrupted new segment or snapshot, keeping every removed byte in a side file;\n"
-		"damage anywhere else is reported, never repaired.  Exit 0 if clean (or repaired), 1 if\n"
+		"Verify every journal record, the segment chain (nothing missing, duplicated or\n"
+		"renumbered), every snapshot and every blob a task refers to, exactly as start-up does.\n"
+		"--repair (which needs the state dir's lock, so no server may run) cuts a torn tail of the\n"
+		"newest segment, keeping the removed bytes in a side file; damage anywhere else is\n"
+		"reported with file and offset, never repaired.  Exit 0 if clean (or repaired), 1 if\n"
 		"damage remains.\n";
 	const char *state = NULL;
 	int repair = 0;

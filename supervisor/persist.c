@@ -635,7 +635,7 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 	char id[33];
 	const char *s;
 	size_t n;
-	int bad = 0, rc = 0;
+	int bad = 0, rc = 0, result = 0;
 	if (frame_get_str(m, "id", &s, &n) < 0 || n != 32) {
 		snprintf(rp->err, rp->errlen, "record of type %u has no valid task id", type);
 		return -1;
@@ -709,8 +709,10 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 			goto blob_fail;
 		t->checkpoint_seq = get_i(m, "seq");
 		if (TASK_TERMINAL(t->status)) {
-			if ((rc = load_result(p, t, m, &bad)) < 0)
+			if ((rc = load_result(p, t, m, &bad)) < 0) {
+				result = 1;
 				goto blob_fail;
+			}
 			t->error = get_json(m, "error", &bad);
 		}
 		goto done;
@@ -762,8 +764,10 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 			return -1;
 		}
 		t->status = (enum task_status)st;
-		if ((rc = load_result(p, t, m, &bad)) < 0)
+		if ((rc = load_result(p, t, m, &bad)) < 0) {
+			result = 1;
 			goto blob_fail;
+		}
 		cJSON_Delete(t->error);
 		t->error = get_json(m, "error", &bad);
 		cJSON_Delete(t->artifacts);
@@ -795,7 +799,10 @@ done:
 blob_fail:
 	/* The record is intact but the blob it names is gone or damaged: the task cannot resume.
 	 * Say so on the task rather than refusing to serve every other task. */
-	fplog(&p->sv->log, FPLOG_ERROR, id, "blob for this task is missing or damaged: %s", strerror(-rc));
+	/* Worded as `forkpoint fsck` reports it, so both name the same blob. */
+	fplog(&p->sv->log, FPLOG_ERROR, id, "%s blob %s: %s", result ? "result" : "checkpoint",
+	      result ? t->result_blob : t->checkpoint_blob,
+	      rc == -EBADMSG ? "content does not match its sha256" : strerror(-rc));
 	if (!TASK_TERMINAL(t->status)) {
 		t->status = TASK_FAILED;
 		t->error = task_envelope("task_lost", "The task's stored checkpoint or result is missing or damaged.",
