@@ -497,6 +497,7 @@ struct scan {
 	int mutate;             /* cut a torn tail (open, fsck --repair) */
 	int report_repairable;  /* fsck without repair: repairable damage is a finding */
 	int deliver;            /* pass records to cb (open) or only count them (fsck) */
+	int ignore_head;        /* fsck --new-head: HEAD is to be rebuilt, not checked */
 	journal_record_cb cb;
 	journal_log_cb log;
 	void *arg;
@@ -660,7 +661,7 @@ static int read_header(struct scan *sc, uint64_t seq, int fd, struct seg_hdr *h)
 
 static int head_load(struct scan *sc)
 {
-	int rc = head_read(sc->dirfd, &sc->head);
+	int rc = sc->ignore_head ? -ENOENT : head_read(sc->dirfd, &sc->head);
 
 	sc->have_head = rc == 0;
 	if (rc == 0 || rc == -ENOENT)
@@ -741,7 +742,7 @@ static int head_check(struct scan *sc, struct plan *p, const uint64_t *all, size
 	int present = 0;
 
 	if (!sc->have_head) {
-		if (na == 0)
+		if (na == 0 || sc->ignore_head)
 			return 0;
 		if (na == 1 && p->n == 1 && p->segs[0].hdr.prev == 0 &&
 		    fstat(p->segs[0].fd, &st) == 0 && st.st_size == (off_t)SEG_HDR)
@@ -1681,6 +1682,30 @@ static void fsck_log(void *arg, const char *msg)
 	snprintf(acc->buf + used, acc->len - used, "%s%s", used ? "; " : "", msg);
 }
 
+/* fsck --new-head: record the chain as found in HEAD (after the operator cut a journal back
+ * by hand); everything else about it was checked by the pass before. */
+static int fsck_new_head(struct scan *sc, const struct plan *p, char *done, size_t len)
+{
+	size_t used = strlen(done);
+	struct head h = { .lsn = sc->lsn };
+	int rc;
+
+	if (p->n == 0)
+		return 0;
+	h.seq = p->segs[p->n - 1].seq;
+	h.len = p->segs[p->n - 1].good;
+	rc = head_write(sc->dirfd, &h);
+	if (rc < 0) {
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": cannot write: %s", sc->dir,
+			strerror(-rc));
+		return rc;
+	}
+	snprintf(done + used, len - used, "%s%s/" HEAD_NAME " rewritten: segment %016" PRIx64
+		 ", %" PRIu64 " bytes, records up to number %" PRIu64, used ? "; " : "", sc->dir,
+		 h.seq, h.len, h.lsn - 1);
+	return 0;
+}
+
 int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], done[2 * MSG_MAX] = "";
@@ -1720,6 +1745,7 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 	sc.writable = repair != 0;
 	sc.mutate = 0;                  /* first a dry run: repair nothing if anything else is wrong */
 	sc.report_repairable = 1;
+	sc.ignore_head = repair == JOURNAL_FSCK_NEW_HEAD;
 	sc.err = err;
 	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
@@ -1728,7 +1754,7 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 		*records = sc.records;
 	if (rc < 0)
 		goto out;
-	if (sc.finding[0] == '\0') {
+	if (sc.finding[0] == '\0' && repair != JOURNAL_FSCK_NEW_HEAD) {
 		rc = 0;
 		goto out;
 	}
@@ -1743,11 +1769,14 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 	sc.dirfd = dirfd;
 	sc.writable = 1;
 	sc.mutate = 1;
+	sc.ignore_head = repair == JOURNAL_FSCK_NEW_HEAD;
 	sc.log = fsck_log;
 	sc.arg = &acc;
 	sc.err = err;
 	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
+	if (rc == 0 && sc.ignore_head)
+		rc = fsck_new_head(&sc, &p, done, sizeof done);
 	plan_free(&p);
 	if (rc < 0)
 		goto out;

@@ -109,10 +109,15 @@ int journal_rewrite_end(struct journal *j);
  * callback. */
 void journal_rewrite_abort(struct journal *j);
 
-/* fsck: verify every record of every segment without replaying into anything.  Returns 0 if
- * clean, -EBADMSG with the first problem in err.  With repair=1, a torn tail of the newest
- * segment is cut (kept in a side file as journal_open does); damage elsewhere is never repaired
- * automatically.  *records gets the number of valid records seen. */
+/* fsck: run every check journal_open runs, without replaying into anything.  Returns 0 if
+ * clean, -EBADMSG (or -EPROTO for the old format) with the first problem in err, worded as
+ * journal_open words it.  With repair=1, a torn tail of the newest segment is cut (kept in a
+ * side file as journal_open does); damage elsewhere is never repaired.  With
+ * repair=JOURNAL_FSCK_NEW_HEAD, HEAD is not checked but rewritten to the point the chain
+ * reaches (for an operator who cut the journal back by hand and accepts the loss); every other
+ * check still applies.  *records gets the number of valid records seen.  On success with a
+ * repair, err describes what was done (empty if nothing). */
+#define JOURNAL_FSCK_NEW_HEAD 2
 int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err, size_t errlen);
 
 #endif

@@ -1455,6 +1455,37 @@ static void test_accepted(struct tally *t)
 	got_reset(&s.got);
 	check_rm_rf(state);
 
+	/* An operator cuts a journal back by hand: refused until fsck --new-head records it. */
+	check_tmpdir(state, sizeof state, "journal");
+	base_build(state, 'C');
+	seg_range(state, &lo, &hi);
+	seg_path(path, sizeof path, state, hi);
+	cut = record_at(state, hi, 2, NULL);
+	CHECK(t, cut > 48 && truncate(path, cut) == 0, "cut a cleanly closed journal back by hand");
+	rc = open_j(state, 0, 4096, &s, &j, err, sizeof err);
+	CHECK(t, rc == -EBADMSG && strstr(err, "HEAD records"), "start-up refuses it");
+	rc = journal_fsck(state, 1, NULL, err, sizeof err);
+	CHECK(t, rc == -EBADMSG, "fsck --repair does not accept the loss");
+	rc = journal_fsck(state, JOURNAL_FSCK_NEW_HEAD, NULL, err, sizeof err);
+	CHECK(t, rc == 0 && strstr(err, "HEAD rewritten"), "fsck --new-head records the journal as it is");
+	printf("# %s\n", err);
+	rc = open_j(state, 0, 4096, &s, &j, err, sizeof err);
+	CHECK(t, rc == 0 && s.got.n > 60 && s.got.n < 360, "... and start-up opens what is left");
+	journal_close(j);
+	j = NULL;
+	check_rm_rf(state);
+
+	/* --new-head rebuilds HEAD only: other damage stays refused. */
+	check_tmpdir(state, sizeof state, "journal");
+	base_build(state, 'M');
+	seg_range(state, &lo, &hi);
+	long a = record_at(state, lo + 1, 2, NULL);
+	damage_file(state, lo + 1, a + RH + 1, NULL, 1, 1);
+	rc = journal_fsck(state, JOURNAL_FSCK_NEW_HEAD, NULL, err, sizeof err);
+	CHECK(t, rc == -EBADMSG && strstr(err, "offset"), "fsck --new-head still refuses a bit flip");
+	got_reset(&s.got);
+	check_rm_rf(state);
+
 	/* A whole journal of the previous format is refused with a clear message. */
 	check_tmpdir(state, sizeof state, "journal");
 	snprintf(path, sizeof path, "%s/journal", state);
