@@ -24,7 +24,8 @@
  * so the next commit retries it.  New segments are created atomically: written under a temp
  * name, fsynced, renamed, directory fsynced.  A new segment's header seals its predecessor
  * (number, final length, next sequence number).  HEAD is rewritten (temp, fsync, rename) when
- * the journal is opened for writing, at every roll and compaction, and at a clean close.
+ * the journal is opened for writing, at every roll and compaction, after a commit when
+ * head_interval_ms have passed since the last time, and at a clean close.
  *
  * Recovery (journal_open): the live segments (the newest one starting with a snapshot, or the
  * first one ever, and everything after it) must form one chain: each header names the segment
@@ -44,10 +45,11 @@
  * snapshot that does not verify is damage, never an interrupted compaction (an interrupted one
  * leaves only a .tmp file).  Older segments are deleted after HEAD names the snapshot.
  *
- * Not detectable (see docs/operations.md): after a crash, whole records committed since HEAD
- * was last written (the last open, roll, compaction or clean close) can be cut at a record
- * boundary of the newest segment, or the newest segment lost if HEAD was not yet updated after
- * a roll, without leaving a trace: nothing on disk remembers them.
+ * Not detectable (see docs/operations.md): after a crash, records committed since HEAD was
+ * last written (at most head_interval_ms before the crash) can be cut from the end of the
+ * newest segment at a record boundary without a trace, and a cut inside the last of them looks
+ * like a torn write; the newest segment can be lost if HEAD was not yet updated after a roll.
+ * Nothing on disk remembers them.
  *
  * All functions return 0 or -errno; messages go to err (one line naming file and offset). */
 #ifndef FP_JOURNAL_H
@@ -75,6 +77,8 @@ typedef void (*journal_log_cb)(void *arg, const char *msg);
 struct journal_opts {
 	int read_only;                 /* 1: no lock, no writes, torn tail ignored not cut (ls/show) */
 	uint64_t segment_bytes;        /* roll to a new segment past this size; default 64 MiB */
+	unsigned head_interval_ms;     /* rewrite HEAD after a commit at most this often; default
+	                                  10000 (the window in which lost records go unnoticed) */
 };
 
 /* Open (creating journal/ if needed, mode 0700), replay every record through cb, repair a torn

@@ -1455,6 +1455,35 @@ static void test_accepted(struct tally *t)
 	got_reset(&s.got);
 	check_rm_rf(state);
 
+	/* With HEAD moved forward after every commit (head_interval_ms = 1), the same cut after
+	 * a crash is detected: the window of undetectable loss is that interval. */
+	check_tmpdir(state, sizeof state, "journal");
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct journal_opts o = { .segment_bytes = 4096, .head_interval_ms = 1 };
+		struct timespec ms = { 0, 2000000 };
+		rc = journal_open(state, &o, NULL, NULL, NULL, &j, err, sizeof err);
+		for (uint64_t i = 0; i < 100 && rc == 0; i += 10) {
+			nanosleep(&ms, NULL);   /* let the interval pass: the point of the test */
+			if ((rc = append_ids(j, i, 10)) == 0)
+				rc = journal_commit(j);
+		}
+		_exit(rc == 0 ? 0 : 1);   /* a crash: no clean close */
+	}
+	int status = 0;
+	waitpid(pid, &status, 0);
+	seg_range(state, &lo, &hi);
+	seg_path(path, sizeof path, state, hi);
+	cut = record_at(state, hi, -1, NULL);
+	CHECK(t, WIFEXITED(status) && WEXITSTATUS(status) == 0 && cut > 48 &&
+	      truncate(path, cut) == 0, "a journal whose HEAD follows every commit, cut at a boundary");
+	rc = journal_fsck(state, 0, NULL, err, sizeof err);
+	rc2 = open_j(state, 0, 4096, &s, &j, err, sizeof err);
+	CHECK(t, rc == -EBADMSG && rc2 == -EBADMSG && strstr(err, "HEAD records"),
+	      "... is refused by fsck and start-up: HEAD bounds the undetectable window");
+	check_rm_rf(state);
+
 	/* An operator cuts a journal back by hand: refused until fsck --new-head records it. */
 	check_tmpdir(state, sizeof state, "journal");
 	base_build(state, 'C');
