@@ -1072,6 +1072,18 @@ static void delete_obsolete(struct scan *sc, const struct plan *p)
 	}
 }
 
+static void scan_setup(struct scan *sc, const char *dir, int dirfd, int writable, int mutate,
+		       char *err, size_t errlen)
+{
+	memset(sc, 0, sizeof *sc);
+	sc->dir = dir;
+	sc->dirfd = dirfd;
+	sc->writable = writable;
+	sc->mutate = mutate;
+	sc->err = err;
+	sc->errlen = errlen;
+}
+
 /* Plan (listing again a few times if a concurrent compaction deleted files under us), then
  * walk. */
 static int scan_run(struct scan *sc, struct plan *p)
@@ -1662,17 +1674,11 @@ int journal_open(const char *state_dir, const struct journal_opts *opts,
 		remove_temps(j->dirfd);
 	}
 
-	memset(&sc, 0, sizeof sc);
-	sc.dir = j->dir;
-	sc.dirfd = j->dirfd;
-	sc.writable = !j->read_only;
-	sc.mutate = !j->read_only;
+	scan_setup(&sc, j->dir, j->dirfd, !j->read_only, !j->read_only, err, errlen);
 	sc.deliver = 1;
 	sc.cb = cb;
 	sc.log = log;
 	sc.arg = arg;
-	sc.err = err;
-	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
 	if (rc < 0)
 		goto fail;
@@ -1766,15 +1772,10 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 			goto out;
 	}
 
-	memset(&sc, 0, sizeof sc);
-	sc.dir = dir;
-	sc.dirfd = dirfd;
-	sc.writable = repair != 0;
-	sc.mutate = 0;                  /* first a dry run: repair nothing if anything else is wrong */
+	/* First a dry run: repair nothing if anything else is wrong. */
+	scan_setup(&sc, dir, dirfd, repair != 0, 0, err, errlen);
 	sc.report_repairable = 1;
 	sc.ignore_head = repair == JOURNAL_FSCK_NEW_HEAD;
-	sc.err = err;
-	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
 	plan_free(&p);
 	if (records != NULL)
@@ -1791,16 +1792,10 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 		goto out;
 	}
 
-	memset(&sc, 0, sizeof sc);
-	sc.dir = dir;
-	sc.dirfd = dirfd;
-	sc.writable = 1;
-	sc.mutate = 1;
+	scan_setup(&sc, dir, dirfd, 1, 1, err, errlen);
 	sc.ignore_head = repair == JOURNAL_FSCK_NEW_HEAD;
 	sc.log = fsck_log;
 	sc.arg = &acc;
-	sc.err = err;
-	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
 	if (rc == 0 && sc.ignore_head)
 		rc = fsck_new_head(&sc, &p, done, sizeof done);

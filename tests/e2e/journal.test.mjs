@@ -114,17 +114,22 @@ describe('journal damage: fsck and start-up agree', () => {
 		fs.rmSync(c.d, { recursive: true, force: true });
 	});
 
-	it('a missing result blob: fsck and start-up both name it', () => {
-		const c = copy();
-		const blobs = path.join(c.d, 'blobs');
-		const hex = fs.readdirSync(blobs).flatMap((d) => fs.readdirSync(path.join(blobs, d)))[0];
-		assert.match(hex, /^[0-9a-f]{64}$/);
-		fs.rmSync(path.join(blobs, hex.slice(0, 2), hex));
-		const f = run(['fsck', '--state', c.d]);
-		assert.equal(f.status, 1);
-		assert.match(f.stdout, new RegExp(`result blob ${hex}`));
-		const s = run(['mcp', '--config', cfgPath, '--state', c.d], { input: '' });
-		assert.match(s.stderr, new RegExp(`result blob ${hex}`));
-		fs.rmSync(c.d, { recursive: true, force: true });
-	});
+	for (const [name, spoil, why] of [
+		['missing', (p) => fs.rmSync(p), 'No such file or directory'],
+		['damaged', (p) => fs.appendFileSync(p, 'x'), 'content does not match its sha256'],
+	]) {
+		it(`a ${name} result blob: fsck and start-up both name it and say what is wrong`, () => {
+			const c = copy();
+			const blobs = path.join(c.d, 'blobs');
+			const hex = fs.readdirSync(blobs).flatMap((d) => fs.readdirSync(path.join(blobs, d)))[0];
+			assert.match(hex, /^[0-9a-f]{64}$/);
+			spoil(path.join(blobs, hex.slice(0, 2), hex));
+			const f = run(['fsck', '--state', c.d]);
+			assert.equal(f.status, 1);
+			assert.match(f.stdout, new RegExp(`result blob ${hex}: ${why}`));
+			const s = run(['mcp', '--config', cfgPath, '--state', c.d], { input: '' });
+			assert.match(s.stderr, new RegExp(`result blob ${hex}: ${why}`));
+			fs.rmSync(c.d, { recursive: true, force: true });
+		});
+	}
 });
