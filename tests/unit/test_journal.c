@@ -1,7 +1,9 @@
 /* tests/unit/test_journal.c — the journal: round trips, group commit, segment roll, torn tails
  * cut at every byte offset of the last records, damage refused with file and offset, fsck,
- * snapshots (including a crash between rename and delete and an unfinished snapshot), the
- * single-writer lock, a failing write truncated back, and replay speed.
+ * snapshots (including a crash between rename and delete), the single-writer lock, a failing
+ * write truncated back, every damage fixture against open and fsck (same verdict, file and
+ * offset), what is accepted and what cannot be detected, SIGKILL of a writer that rolls and
+ * compacts constantly, and replay speed.
  * Files are built and damaged with this file's own encoder, so the on-disk format is checked
  * against journal.h independently of journal.c.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
