@@ -2,7 +2,7 @@
  * supervisor built by hand (loop, task table, log into a file, journal in a temp state dir):
  * compaction keeps happening across many restarts; a failing compaction backs off and logs
  * once per episode; recovery messages reach the log at the default level; a replay refusal
- * names file and offset.
+ * names file and offset; a lost checkpoint blob is named alike by start-up and fsck.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "persist.h"
 
@@ -20,6 +20,7 @@
 
 #include "journal.h"
 #include "loop.h"
+#include "ops.h"
 #include "tasks.h"
 
 #include "check.h"
@@ -328,6 +329,62 @@ static void test_messages(struct tally *t)
 	check_rm_rf(state);
 }
 
+/* A checkpoint blob lost while the server was down: start-up names it as fsck does and fails
+ * the task with task_lost instead of refusing every other task; fsck reports it. */
+static void test_lost_checkpoint(struct tally *t)
+{
+	char state[256], logpath[300], err[512], id[33], blob[400];
+	struct persist *p = NULL;
+	struct bare b;
+	size_t n = 0;
+
+	check_tmpdir(state, sizeof state, "persist");
+	snprintf(logpath, sizeof logpath, "%s/log", state);
+	if (bare_init(&b, state, logpath) < 0 || persist_open(&b.sv, 0, &p, err, sizeof err) < 0) {
+		CHECK(t, 0, "open for the checkpoint test");
+		bare_free(&b);
+		goto out;
+	}
+	snprintf(id, sizeof id, "%032x", 9);
+	struct task *tk = task_alloc(id);
+	tk->tool_name = strdup("tool");
+	tk->args = cJSON_CreateObject();
+	tasks_insert(b.sv.tasks, tk);
+	persist_created(p, tk);
+	tk->checkpoint = malloc(4000);
+	memset(tk->checkpoint, 'c', 4000);
+	tk->checkpoint_len = 4000;
+	tk->checkpoint_seq = 1;
+	int rc = persist_checkpoint(p, tk);
+	char hex[80];
+	snprintf(hex, sizeof hex, "%s", tk->checkpoint_blob);
+	CHECK(t, rc == 0 && strlen(hex) == 64 && persist_commit(p) == 0, "a 4000-byte checkpoint goes to a blob");
+	persist_close(p);
+	p = NULL;
+	bare_free(&b);
+
+	snprintf(blob, sizeof blob, "%s/blobs/%.2s/%s", state, hex, hex);
+	CHECK(t, unlink(blob) == 0, "the blob disappears");
+	char *argv[] = { (char *)"--state", state, NULL };
+	fflush(stdout);
+	CHECK(t, ops_fsck(2, argv) == 1, "fsck reports it (exit 1)");
+	bare_init(&b, state, logpath);
+	rc = persist_open(&b.sv, 0, &p, err, sizeof err);
+	struct task *back = rc == 0 ? tasks_find(b.sv.tasks, id) : NULL;
+	cJSON *code = back && back->error ? cJSON_GetObjectItem(back->error, "code") : NULL;
+	CHECK(t, back != NULL && back->status == TASK_FAILED && code && strcmp(code->valuestring, "task_lost") == 0,
+	      "start-up keeps the other tasks and fails this one with task_lost");
+	char *log = (char *)slurp(logpath, &n);
+	char want[120];
+	snprintf(want, sizeof want, "checkpoint blob %s: No such file or directory", hex);
+	CHECK(t, log != NULL && strstr(log, want) != NULL, "start-up names the blob as fsck does");
+	free(log);
+	persist_close(p);
+	bare_free(&b);
+out:
+	check_rm_rf(state);
+}
+
 int main(void)
 {
 	struct tally t = {0, 0};
@@ -335,5 +392,6 @@ int main(void)
 	test_restarts(&t);
 	test_backoff(&t);
 	test_messages(&t);
+	test_lost_checkpoint(&t);
 	return check_done(&t);
 }
