@@ -685,6 +685,7 @@ static int chain_collect(struct scan *sc, struct plan *p, const uint64_t *all, s
 {
 	char name[SEG_NAME_LEN + 1];
 	size_t filled = 0;
+	uint64_t before = 0;    /* the segment listed before the one whose predecessor is wrong */
 	int rc, found = 0;
 
 	for (size_t i = na; i-- > 0 && !found;) {
@@ -700,6 +701,7 @@ static int chain_collect(struct scan *sc, struct plan *p, const uint64_t *all, s
 		}
 		if (filled > 0 && p->segs[filled - 1].hdr.prev != s.seq) {
 			close(s.fd);
+			before = s.seq;
 			break;  /* reported below: the newer one's predecessor is missing */
 		}
 		p->segs[filled++] = s;
@@ -708,10 +710,15 @@ static int chain_collect(struct scan *sc, struct plan *p, const uint64_t *all, s
 	}
 	if (filled > 0 && !found) {
 		const struct seg *o = &p->segs[filled - 1];
+		char what[96];
 		seg_name(name, o->seq);
+		if (before > o->hdr.prev)
+			snprintf(what, sizeof what, "but segment %016" PRIx64 " comes before it", before);
+		else
+			snprintf(what, sizeof what, "which is missing");
 		set_err(sc->err, sc->errlen, "%s/%s: offset 0: its header says it follows segment "
-			"%016" PRIx64 ", which is missing: the journal is damaged (a segment was lost, "
-			"duplicated or renumbered)", sc->dir, name, o->hdr.prev);
+			"%016" PRIx64 ", %s: the journal is damaged (a segment was lost, duplicated or "
+			"renumbered)", sc->dir, name, o->hdr.prev, what);
 		rc = -EBADMSG;
 		goto fail;
 	}
