@@ -375,7 +375,7 @@ static void test_lost_checkpoint(struct tally *t)
 	CHECK(t, back != NULL && back->status == TASK_FAILED && code && strcmp(code->valuestring, "task_lost") == 0,
 	      "start-up keeps the other tasks and fails this one with task_lost");
 	char *log = (char *)slurp(logpath, &n);
-	char want[120];
+	char want[200];
 	snprintf(want, sizeof want, "checkpoint blob %s: No such file or directory", hex);
 	CHECK(t, log != NULL && strstr(log, want) != NULL, "start-up names the blob as fsck does");
 	free(log);
