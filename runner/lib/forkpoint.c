@@ -7,6 +7,8 @@
 #include "frame.h"
 #include "wire.h"
 
+_Static_assert(FP_CHECKPOINT_MAX == FRAME_CHECKPOINT_MAX, "one checkpoint limit on both sides");
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -124,6 +126,8 @@ static int send_all(int fd, const unsigned char *p, size_t len)
 static int send_frame(fp_job *job, msgpack_sbuffer *sbuf)
 {
 	int rc = frame_finish(sbuf);
+	if (rc == -E2BIG)
+		rc = -EMSGSIZE;   /* too many values: over a frame's limits, like too many bytes */
 	if (rc < 0)
 		goto out;
 	rc = send_all(job->fd, (const unsigned char *)sbuf->data, sbuf->size);
@@ -569,10 +573,21 @@ const char *fp_args_json(const fp_job *job)
 	return job && job->args_json ? job->args_json : "{}";
 }
 
+/* "No checkpoint" must only ever mean that the supervisor said so in a start frame: a job
+ * that took a lost connection for a fresh start would redo steps already acknowledged as
+ * checkpointed, alongside the attempt that resumes them.  So a dead connection wins over the
+ * data at hand, and a shared handle fetches its start frame first. */
 int fp_restore(fp_job *job, const void **data, size_t *len)
 {
+	int rc;
 	if (!job || !data || !len)
 		return -EINVAL;
+	if (job->fd < 0)
+		return -ENOENT;
+	if (job->err)
+		return job->err;
+	if (!job->have_start && (rc = fp_refresh(job)) < 0)
+		return rc;
 	if (!job->has_ckpt)
 		return -ENOENT;
 	*data = job->ckpt;
