@@ -51,6 +51,8 @@ struct spawn_status {
 	int exited;                 /* 1: status is an exit code; 0: a signal number */
 	int status;
 	long long cpu_ms;           /* user + system time of the job and its reaped children */
+	int seccomp_kill;           /* a SIGSYS death: 1 the filter did it (the zombie's seccomp
+	                               mode said "dead"), 0 it did not, -1 unknown */
 };
 
 /* 0 with *out set, or -errno with a one-line reason in err. */

@@ -55,6 +55,7 @@ struct server_cfg {
 	long max_frame_bytes;    /* default FRAME_MAX_DEFAULT */
 	long log_max_bytes;      /* per-task captured output cap; default 8 MiB */
 	long result_inline_bytes;/* larger results go to a resource link (issue 5); default 64 KiB */
+	long job_uid, job_gid;   /* server.jobUser for a root server; 0: the default (nobody) */
 };
 
 struct config {
