@@ -239,6 +239,16 @@ unsigned long long sandbox_job_clone_flags(const struct sandbox_job *sj)
 	return sj->flags;
 }
 
+int sandbox_job_blanks(const struct sandbox_job *sj, const void *p)
+{
+	const struct sandbox *sb = sj->sb;
+	unsigned long a = (unsigned long)p;
+	if (!(sj->flags & CLONE_NEWPID) || !p)
+		return 0;
+	return (sb->arg_start && a >= sb->arg_start && a < sb->arg_end) ||
+	       (sb->env_start && a >= sb->env_start && a < sb->env_end);
+}
+
 int sandbox_job_parent_maps(const struct sandbox_job *sj)
 {
 	return sj->parent_maps;
@@ -797,6 +807,32 @@ static int plan_identity(struct sandbox_job *sj, const struct sandbox_paths *pat
 	return rc;
 }
 
+/* The job's cgroup, and what stands in for the parts of it this host lacks.  RLIMIT_AS does
+ * not count memfd or System V shm pages: where no memory cgroup counts them, the filter
+ * refuses them (tmpfs /tmp and /dev/shm have their own size). */
+static void plan_cgroup(struct sandbox_job *sj, const struct sandbox_paths *paths, cJSON *degraded)
+{
+	struct sandbox *sb = sj->sb;
+	struct cg_caps hc;
+	cg_host_caps(sb->cg, &hc);
+	int rc = cg_job_new(sb->cg, paths->name, (long long)sj->memory_mb << 20, sj->processes + 1, &sj->cg);
+	if (rc < 0)
+		note(degraded, "cgroup: cannot create the job's cgroup: %s", strerror(-rc));
+	if (sj->cg)
+		sj->cgc = hc;
+	sj->no_shm = !sj->cgc.memory;
+	if (!sj->cgc.memory)
+		note(degraded, "no memory cgroup (%s): memoryMB enforced as an address-space rlimit%s",
+		     cg_host_note(sb->cg)[0] ? cg_host_note(sb->cg) : "none usable",
+		     sb->seccomp ? ", with memfd_create and System V shared memory refused"
+		     : "; memfd and System V shared memory are NOT bounded (no seccomp)");
+	if (!sj->cgc.pids)
+		note(degraded, "no pids cgroup: maxProcesses %s",
+		     !(sj->flags & CLONE_NEWUSER) ? "not enforced (RLIMIT_NPROC would count all our processes)"
+		     : sj->host_uid == 0 ? "not enforced (RLIMIT_NPROC does not apply to root)"
+		     : "enforced as RLIMIT_NPROC in the job's user namespace");
+}
+
 /* What Landlock's absence leaves, each part named with what takes its place. */
 static void landlock_notes(struct sandbox_job *sj, cJSON *degraded)
 {
@@ -936,29 +972,7 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
 		note(degraded, "no private root (%s): files limited by Landlock only", sb->fs_note);
 	}
 
-	/* Cgroup */
-	struct cg_caps hc;
-	cg_host_caps(sb->cg, &hc);
-	if ((rc = cg_job_new(sb->cg, paths->name, (long long)sj->memory_mb << 20, sj->processes + 1,
-	                     &sj->cg)) < 0) {
-		note(degraded, "cgroup: cannot create the job's cgroup: %s", strerror(-rc));
-		rc = 0;
-	}
-	if (sj->cg)
-		sj->cgc = hc;
-	/* RLIMIT_AS does not count memfd or System V shm pages: where no memory cgroup counts
-	 * them, the filter refuses them (tmpfs /tmp and /dev/shm have their own size). */
-	sj->no_shm = !sj->cgc.memory;
-	if (!sj->cgc.memory)
-		note(degraded, "no memory cgroup (%s): memoryMB enforced as an address-space rlimit%s",
-		     cg_host_note(sb->cg)[0] ? cg_host_note(sb->cg) : "none usable",
-		     sb->seccomp ? ", with memfd_create and System V shared memory refused"
-		     : "; memfd and System V shared memory are NOT bounded (no seccomp)");
-	if (!sj->cgc.pids)
-		note(degraded, "no pids cgroup: maxProcesses %s",
-		     !(sj->flags & CLONE_NEWUSER) ? "not enforced (RLIMIT_NPROC would count all our processes)"
-		     : sj->host_uid == 0 ? "not enforced (RLIMIT_NPROC does not apply to root)"
-		     : "enforced as RLIMIT_NPROC in the job's user namespace");
+	plan_cgroup(sj, paths, degraded);
 	if (!(sj->flags & CLONE_NEWPID) && !sj->cgc.kill)
 		note(degraded, "no PID namespace or cgroup.kill: a job that leaves its session can "
 		     "outlive cancel");

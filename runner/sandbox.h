@@ -78,6 +78,11 @@ void sandbox_job_spawned(struct sandbox_job *sj);
 /* SIGKILL everything in the job's cgroup; 1 if there was one. */
 int sandbox_job_kill(struct sandbox_job *sj);
 
+/* 1 if p lies in this process's own argv or environ strings, which the jail's init blanks in
+ * its copy (so that /proc/1/cmdline shows nothing of the supervisor's): spawn refuses a
+ * request whose strings live there. */
+int sandbox_job_blanks(const struct sandbox_job *sj, const void *p);
+
 /* A root supervisor writes the job's uid/gid maps itself (the child could map only uid 0):
  * 1 if spawn must call sandbox_job_write_maps(pid) after the clone and only then let the
  * child go on. */

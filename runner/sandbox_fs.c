@@ -441,8 +441,9 @@ static int do_mask(const struct fs_op *o, char *msg, size_t msglen)
 	} else {
 		return 0;
 	}
-	/* The jail's /dev/null must stay a usable device where it stands in for a file. */
-	if (mount(NULL, o->dst, NULL, o->mask == FS_MASK_RO ? ro : ro & ~MS_NODEV, NULL) < 0)
+	/* A bind of the jail's /dev/null is read-only already (a bind copies its source's flags),
+	 * and must stay a usable device. */
+	if (o->mask == FS_MASK_RO && mount(NULL, o->dst, NULL, ro, NULL) < 0)
 		return fail_at(errno, msg, msglen, "mask (read-only) ", o->path);
 	return 0;
 }

@@ -285,6 +285,36 @@ static int report_text(struct child_report *rep, char *err, size_t errlen)
 	return -e;
 }
 
+/* The child of a root supervisor waits at the gate for its id maps: write them, then let it
+ * go (a few small writes; the child has done nothing yet).  Closes gatefd.  0 or -errno. */
+static int release(const struct sandbox_job *sj, pid_t pid, int gatefd, char *err, size_t errlen)
+{
+	int rc = sandbox_job_write_maps(sj, pid, err, errlen);
+	if (rc == 0 && write(gatefd, "m", 1) != 1) {
+		rc = -errno;
+		snprintf(err, errlen, "releasing the job: %s", strerror(errno));
+	}
+	close(gatefd);
+	return rc;
+}
+
+/* Does any string of the request live where the jail's init will blank its memory? */
+static int uses_blanked(const struct spawn_req *r)
+{
+	const struct sandbox_job *sj = r->sandbox;
+	if (!sj)
+		return 0;
+	if (sandbox_job_blanks(sj, r->cwd))
+		return 1;
+	for (size_t i = 0; r->argv[i]; i++)
+		if (sandbox_job_blanks(sj, r->argv[i]))
+			return 1;
+	for (size_t i = 0; r->envp[i]; i++)
+		if (sandbox_job_blanks(sj, r->envp[i]))
+			return 1;
+	return 0;
+}
+
 int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen)
 {
 	int ep[2] = { -1, -1 }, sp[2] = { -1, -1 }, gp[2] = { -1, -1 };
@@ -295,6 +325,11 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 	int pidns = sj && sandbox_job_pidns(sj);
 
 	int gate = sj && sandbox_job_parent_maps(sj);
+	if (uses_blanked(r)) {
+		snprintf(err, errlen, "spawn: argv, envp and cwd must not point into this process's own "
+		         "argv or environ");
+		return -EINVAL;
+	}
 	if (pipe2(ep, O_CLOEXEC) < 0 || (pidns && pipe2(sp, O_CLOEXEC) < 0) ||
 	    (gate && pipe2(gp, O_CLOEXEC) < 0)) {
 		rc = -errno;
@@ -325,15 +360,9 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 		_exit(127);
 	}
 	if (gate) {
-		/* The child waits for its maps; a few small writes, then let it go. */
 		close(gp[0]);
 		gp[0] = -1;
-		rc = sandbox_job_write_maps(sj, pid, err, errlen);
-		if (rc == 0 && write(gp[1], "m", 1) != 1) {
-			rc = -errno;
-			snprintf(err, errlen, "releasing the job: %s", strerror(errno));
-		}
-		close(gp[1]);
+		rc = release(sj, pid, gp[1], err, errlen);
 		gp[1] = -1;
 		if (rc < 0) {
 			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);

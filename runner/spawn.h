@@ -24,6 +24,8 @@
 
 struct sandbox_job;
 
+/* argv, envp and cwd must not point into this process's own argv or environ strings: the
+ * jail's init blanks its copy of those (sandbox_job_blanks), and spawn_start refuses them. */
 struct spawn_req {
 	char *const *argv;          /* argv[0]: absolute path */
 	char *const *envp;

@@ -555,7 +555,30 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 	sandbox_job_free(sj);
 }
 
-int main(void)
+/* A request whose strings live in our own argv area (which the jail's init blanks) is refused
+ * before anything is cloned. */
+static void test_blanked(struct tally *t, struct sandbox *sb, const char *work, char *own_arg)
+{
+	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
+	struct sandbox_job *sj = NULL;
+	char err[512] = "";
+	if (sandbox_job_new(sb, &c, &p, &sj, err, sizeof err) < 0 || !sandbox_job_pidns(sj)) {
+		skip("argv area", "no PID namespace here");
+		sandbox_job_free(sj);
+		return;
+	}
+	char *argv[] = { "/bin/true", NULL };
+	char *envp[] = { NULL };
+	struct spawn_proc proc;
+	struct spawn_req r = { .argv = argv, .envp = envp, .cwd = own_arg, .fd_stdin = 0, .fd_out = 1,
+	                       .fd_sock = 2, .sandbox = sj };
+	int rc = spawn_start(&r, &proc, err, sizeof err);
+	CHECKF(t, rc == -EINVAL && strstr(err, "argv"), "cwd in our own argv area refused: %d %s", rc, err);
+	sandbox_job_free(sj);
+}
+
+int main(int argc, char **argv)
 {
 	struct tally t = { 0, 0 };
 	char scratch[512], work[PATH_MAX];
@@ -576,6 +599,7 @@ int main(void)
 	if (sb) {
 		test_plan(&t, sb, work);
 		test_spawn(&t, sb, scratch, work);
+		test_blanked(&t, sb, work, argc > 0 ? argv[0] : NULL);
 		sandbox_free(sb);
 	}
 	check_rm_rf(scratch);
