@@ -555,6 +555,54 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 	sandbox_job_free(sj);
 }
 
+/* Run argv under profile; the job's status as the init (or keeper) saw it.  0 or -errno. */
+static int run_job(struct sandbox *sb, const char *profile, const char *work, char **argv,
+                   struct spawn_status *st, char *err, size_t errlen)
+{
+	struct sandbox_cfg c = cfg_of(profile);
+	struct sandbox_paths p = { .program = argv[0], .work_dir = work, .cwd = work, .name = "unit" };
+	struct sandbox_job *sj = NULL;
+	int rc = sandbox_job_new(sb, &c, &p, &sj, err, errlen);
+	if (rc < 0)
+		return rc;
+	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct spawn_req r = { .argv = argv, .envp = envp, .cwd = work, .fd_stdin = dn, .fd_out = dn,
+	                       .fd_sock = dn, .sandbox = sj };
+	struct spawn_proc proc;
+	rc = spawn_start(&r, &proc, err, errlen);
+	close(dn);
+	if (rc == 0 && !wait_proc(&proc, st))
+		rc = -ECHILD;
+	sandbox_job_free(sj);
+	return rc;
+}
+
+/* SIGSYS from the filter is told apart from one the job raised itself, by the init of a PID
+ * namespace and by the keeper of a job without one. */
+static void test_sigsys(struct tally *t, struct sandbox *sb, const char *work)
+{
+	struct spawn_status st;
+	char err[512] = "";
+	char *forbidden[] = { "/usr/bin/unshare", "-U", "/bin/true", NULL };
+	char *raised[] = { "/bin/sh", "-c", "kill -SYS $$", NULL };
+	memset(&st, 0, sizeof st);
+	int rc = run_job(sb, "default", work, forbidden, &st, err, sizeof err);
+	CHECKF(t, rc == 0 && !st.exited && st.status == SIGSYS && st.seccomp_kill == 1,
+	       "a forbidden call: SIGSYS, the filter's (%d %s; %d %d %d)", rc, err, st.exited, st.status,
+	       st.seccomp_kill);
+	memset(&st, 0, sizeof st);
+	rc = run_job(sb, "default", work, raised, &st, err, sizeof err);
+	CHECKF(t, rc == 0 && !st.exited && st.status == SIGSYS && st.seccomp_kill == 0,
+	       "a SIGSYS the job raised: not the filter's (%d %s; %d %d %d)", rc, err, st.exited,
+	       st.status, st.seccomp_kill);
+	memset(&st, 0, sizeof st);
+	rc = run_job(sb, "none", work, raised, &st, err, sizeof err);
+	CHECKF(t, rc == 0 && !st.exited && st.status == SIGSYS && st.seccomp_kill == 0,
+	       "under the keeper: not the filter's (%d %s; %d %d %d)", rc, err, st.exited, st.status,
+	       st.seccomp_kill);
+}
+
 /* A request whose strings live in our own argv area (which the jail's init blanks) is refused
  * before anything is cloned. */
 static void test_blanked(struct tally *t, struct sandbox *sb, const char *work, char *own_arg)
@@ -600,6 +648,7 @@ int main(int argc, char **argv)
 		test_plan(&t, sb, work);
 		test_spawn(&t, sb, scratch, work);
 		test_blanked(&t, sb, work, argc > 0 ? argv[0] : NULL);
+		test_sigsys(&t, sb, work);
 		sandbox_free(sb);
 	}
 	check_rm_rf(scratch);
