@@ -728,19 +728,18 @@ static void plan_rlimits(struct sandbox_job *sj)
 		add_rlimit(sj, RLIMIT_NPROC, (rlim_t)sj->processes + 1, (rlim_t)sj->processes + 1);
 }
 
-/* Hand what the supervisor made in the work dir (the dir itself, inputs/, outputs/ and the
- * files placed there) to the job's uid, so the job can use it as its own.  Only entries we
- * own are touched and none is followed: whatever an earlier attempt of the job left is its
- * already. */
+/* Hand what the supervisor made in the work dir to the job's uid, so the job can use it as its
+ * own: the dir itself, inputs/ and outputs/ and what the supervisor placed in them (an input
+ * placed for a retry lands in a folder the first attempt already owns).  Only entries we own
+ * are changed, nothing is followed, and at most a few thousand entries per folder are looked
+ * at: whatever an earlier attempt left is the job's already. */
 static int give_tree(int dirfd, uid_t us, uid_t uid, gid_t gid, int depth)
 {
 	struct stat st;
-	int rc = 0;
+	int rc = 0, seen = 0;
 	if (fstat(dirfd, &st) < 0)
 		return -errno;
-	if (st.st_uid != us)
-		return 0;
-	if (fchown(dirfd, uid, gid) < 0)
+	if (st.st_uid == us && fchown(dirfd, uid, gid) < 0)
 		return -errno;
 	int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
 	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
@@ -751,18 +750,20 @@ static int give_tree(int dirfd, uid_t us, uid_t uid, gid_t gid, int depth)
 		return rc;
 	}
 	struct dirent *e;
-	while (rc == 0 && (e = readdir(dir))) {
+	while (rc == 0 && seen++ < 4096 && (e = readdir(dir))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_uid != us)
+		if (depth == 0 && strcmp(e->d_name, "inputs") != 0 && strcmp(e->d_name, "outputs") != 0)
 			continue;
-		if (S_ISDIR(st.st_mode) && depth < 4) {
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth < 3) {
 			int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (sub >= 0) {
 				rc = give_tree(sub, us, uid, gid, depth + 1);
 				close(sub);
 			}
-		} else if (S_ISREG(st.st_mode) &&
+		} else if (S_ISREG(st.st_mode) && st.st_uid == us &&
 		           fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
 			rc = -errno;
 		}

@@ -428,6 +428,35 @@ static void test_identity(struct tally *t, struct sandbox *sb, const char *work)
 	       (unsigned)want, (unsigned)sst.st_uid);
 	CHECKF(t, strstr(sandbox_job_json(sj), "\"memoryLimit\":") != NULL, "the record names the memory limit");
 	sandbox_job_free(sj);
+	if (geteuid() != 0)
+		return;
+	/* A retry: what the supervisor places now, in folders the first attempt owns, is handed
+	 * over too; a link the job left is not followed. */
+	char in[PATH_MAX + 16], f[PATH_MAX + 32], lk[PATH_MAX + 32];
+	snprintf(in, sizeof in, "%s/inputs", work);
+	mkdir(in, 0700);
+	CHECKF(t, chown(in, want, want) == 0, "chown %s", in);
+	snprintf(in, sizeof in, "%s/inputs/arg", work);
+	mkdir(in, 0700);
+	snprintf(f, sizeof f, "%s/file", in);
+	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+	if (fd >= 0)
+		close(fd);
+	char target[PATH_MAX + 16];
+	snprintf(target, sizeof target, "%s/../target", work);
+	fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	snprintf(lk, sizeof lk, "%s/inputs/link", work);
+	CHECKF(t, symlink(target, lk) == 0, "symlink %s", lk);
+	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
+	CHECKF(t, sandbox_job_new(sb, &c, &p, &sj, err, sizeof err) == 0, "plan again: %s", err);
+	struct stat a, b, h;
+	CHECKF(t, stat(in, &a) == 0 && a.st_uid == want && stat(f, &b) == 0 && b.st_uid == want,
+	       "a retry's inputs are handed over (%u %u)", (unsigned)a.st_uid, (unsigned)b.st_uid);
+	CHECKF(t, stat(target, &h) == 0 && h.st_uid == 0, "a link in the work dir is not followed");
+	sandbox_job_free(sj);
 }
 
 /* A readPath swapped for a symbolic link between planning and the start is refused, never
