@@ -73,6 +73,7 @@ struct task {
 	struct loop_timer *timeout_timer;
 	struct loop_timer *retry_timer;
 	int progress_dirty;           /* progress not yet journaled */
+	uint64_t journal_gen;         /* persist: the latest record about this task (see persist_task_durable) */
 	cJSON *pending_error;         /* a retryable failure reported by the job, decided at exit */
 	unsigned char *held; size_t held_len;   /* frames for the job, sent after the commit */
 	struct task *held_next;       /* on the tasks' held list */
