@@ -729,7 +729,8 @@ static void plan_rlimits(struct sandbox_job *sj)
 }
 
 /* Hand what the supervisor made in the work dir to the job's uid, so the job can use it as its
- * own: the dir itself, inputs/ and outputs/ and what the supervisor placed in them (an input
+ * own: the dir itself and the files it placed there (large arguments), inputs/ and outputs/
+ * and what the supervisor placed in them (an input
  * placed for a retry lands in a folder the first attempt already owns).  Only entries we own
  * are changed, nothing is followed, and at most a few thousand entries per folder are looked
  * at: whatever an earlier attempt left is the job's already. */
@@ -753,9 +754,11 @@ static int give_tree(int dirfd, uid_t us, uid_t uid, gid_t gid, int depth)
 	while (rc == 0 && seen++ < 4096 && (e = readdir(dir))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		if (depth == 0 && strcmp(e->d_name, "inputs") != 0 && strcmp(e->d_name, "outputs") != 0)
-			continue;
 		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		/* Of the folders at the top, only those the supervisor makes are walked. */
+		if (depth == 0 && S_ISDIR(st.st_mode) && strcmp(e->d_name, "inputs") != 0 &&
+		    strcmp(e->d_name, "outputs") != 0)
 			continue;
 		if (S_ISDIR(st.st_mode) && depth < 3) {
 			int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

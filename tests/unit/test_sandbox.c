@@ -442,6 +442,11 @@ static void test_identity(struct tally *t, struct sandbox *sb, const char *work)
 	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
 	if (fd >= 0)
 		close(fd);
+	char top[PATH_MAX + 32];
+	snprintf(top, sizeof top, "%s/.args.json", work);
+	fd = open(top, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
 	char target[PATH_MAX + 16];
 	snprintf(target, sizeof target, "%s/../target", work);
 	fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -456,6 +461,7 @@ static void test_identity(struct tally *t, struct sandbox *sb, const char *work)
 	CHECKF(t, stat(in, &a) == 0 && a.st_uid == want && stat(f, &b) == 0 && b.st_uid == want,
 	       "a retry's inputs are handed over (%u %u)", (unsigned)a.st_uid, (unsigned)b.st_uid);
 	CHECKF(t, stat(target, &h) == 0 && h.st_uid == 0, "a link in the work dir is not followed");
+	CHECKF(t, stat(top, &h) == 0 && h.st_uid == want, "a file placed at the top is handed over");
 	sandbox_job_free(sj);
 }
 
