@@ -588,8 +588,12 @@ int fp_restore(fp_job *job, const void **data, size_t *len)
 		return job->err;
 	if (!job->have_start && (rc = fp_refresh(job)) < 0)
 		return rc;
+	/* A cancel outranks "none": the supervisor may already have freed the checkpoint of a
+	 * task it is cancelling, and a job told "start from scratch" would re-run steps that
+	 * were acknowledged as done.  A checkpoint that is still there is handed out: the job
+	 * hears of the cancel at its next call. */
 	if (!job->has_ckpt)
-		return -ENOENT;
+		return job->cancelled ? -ECANCELED : -ENOENT;
 	*data = job->ckpt;
 	*len = job->ckpt_len;
 	return 0;

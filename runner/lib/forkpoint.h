@@ -84,6 +84,8 @@ const char *fp_args_json(const fp_job *job);   /* the arguments as JSON text, ne
 /* The checkpoint this attempt starts from, as the supervisor's start frame says:
  *   0         found: *data / *len set (owned by the handle)
  *   -ENOENT   there is none: start from scratch (also when detached)
+ *   -ECANCELED there is none and the task was cancelled: stop (the checkpoint of a
+ *             cancelled task may already be freed; it is never reported as "none")
  *   -EPIPE    the supervisor is gone (or -EPROTO / -ENOMEM: the connection broke), whether
  *             or not its start frame came first: the job must stop.  Never treat this as
  *             "no checkpoint".

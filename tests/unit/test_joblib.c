@@ -868,6 +868,16 @@ static void test_helper(struct tally *t)
 	send_start(sup, &basic);
 	CHECK(t, finish_helper(&h, out, sizeof out) == 4 && out[0] == '\0',
 	      "helper restore without a checkpoint: exit 4, no output");
+	/* A task cancelled after a crash may have lost its checkpoint with the cancel: restore
+	 * must say "cancelled" (3), never "none" (4), or the idiom starts over. */
+	h = run_helper(path, fd, NULL, restore);
+	recv_typed(sup, &f, type, sizeof type);
+	frame_release(&f);
+	struct start_opts gone = basic;
+	gone.cancelled = 1;
+	send_start(sup, &gone);
+	CHECK(t, finish_helper(&h, out, sizeof out) == 3 && out[0] == '\0',
+	      "helper restore of a cancelled task without a checkpoint: exit 3, not 4");
 
 	char *checkpoint[] = { "forkpoint-job", "checkpoint", NULL };
 	h = run_helper(path, fd, "7", checkpoint);
