@@ -12,7 +12,7 @@
 #include "wire.h"
 
 #define READ_SLICE  (256u << 10)
-#define OUT_HIGH    (16u << 20)
+#define OUT_LOW     (OUT_HIGH / 2)
 
 struct session {
 	struct loop *loop;
@@ -33,6 +33,10 @@ struct session {
 	int in_file, out_file;
 	struct loop_timer *in_timer;
 	size_t held;         /* bytes at the end of out not yet released (see session_release) */
+	int paused;          /* input processing stopped at OUT_HIGH, until out drains to OUT_LOW */
+	struct loop_timer *resume_timer;
+	session_writable_cb on_writable;
+	void *writable_arg;
 };
 
 static void on_in(struct session *s);
@@ -50,9 +54,14 @@ static size_t writable(const struct session *s)
 	return wbuf_pending(&s->out) - s->held;
 }
 
+int session_congested(const struct session *s)
+{
+	return wbuf_pending(&s->out) >= OUT_HIGH;
+}
+
 static void update_events(struct session *s)
 {
-	int want_in = !s->eof && wbuf_pending(&s->out) < OUT_HIGH;
+	int want_in = !s->eof && !s->paused && !session_congested(s);
 	int want_out = writable(s) > 0 && !s->out_broken;
 	if (s->in_file) {
 		if (want_in && !s->in_timer)
@@ -76,9 +85,15 @@ static void update_events(struct session *s)
 	}
 }
 
+/* Hand out the complete lines buffered so far; stop (paused) while the output queue is at
+ * OUT_HIGH, since every request may add a response to it. */
 static void process_input(struct session *s)
 {
 	for (;;) {
+		if (session_congested(s)) {
+			s->paused = 1;
+			return;
+		}
 		size_t avail = wbuf_pending(&s->in);
 		if (avail == 0)
 			return;   /* nothing buffered, perhaps no buffer at all yet (data NULL) */
@@ -123,7 +138,7 @@ static void process_input(struct session *s)
 static void on_in(struct session *s)
 {
 	size_t budget = READ_SLICE;
-	while (budget > 0 && !s->eof) {
+	while (budget > 0 && !s->eof && !s->paused) {
 		char buf[65536];
 		ssize_t n = read(s->in_fd, buf, sizeof buf);
 		if (n < 0) {
@@ -152,10 +167,31 @@ static void on_in(struct session *s)
 		}
 		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
 		process_input(s);
-		if (wbuf_pending(&s->out) >= OUT_HIGH)
+		if (session_congested(s))
 			break;
 	}
 	update_events(s);
+}
+
+/* The output queue has drained after a stop: go on with the buffered input, then tell the
+ * owner it may produce again.  Runs from a timer, so in a loop turn of its own: whatever it
+ * queues is released by that turn's commit like any other answer. */
+static void resume_cb(struct loop *l, void *arg)
+{
+	struct session *s = arg;
+	(void)l;
+	s->resume_timer = NULL;
+	s->paused = 0;
+	process_input(s);
+	update_events(s);
+	if (!s->paused && s->on_writable)
+		s->on_writable(s->writable_arg);
+}
+
+static void maybe_resume(struct session *s)
+{
+	if (s->paused && !s->resume_timer && wbuf_pending(&s->out) <= OUT_LOW)
+		s->resume_timer = loop_timer_in(s->loop, 0, resume_cb, s);
 }
 
 void session_flush(struct session *s)
@@ -175,6 +211,7 @@ void session_flush(struct session *s)
 		}
 		wbuf_consume(&s->out, (size_t)n);
 	}
+	maybe_resume(s);
 	update_events(s);
 }
 
@@ -234,6 +271,8 @@ void session_free(struct session *s)
 		return;
 	if (s->in_timer)
 		loop_timer_cancel(s->loop, s->in_timer);
+	if (s->resume_timer)
+		loop_timer_cancel(s->loop, s->resume_timer);
 	loop_del_fd(s->loop, s->in_fd);
 	if (s->out_fd != s->in_fd)
 		loop_del_fd(s->loop, s->out_fd);
@@ -244,6 +283,12 @@ void session_free(struct session *s)
 	wbuf_free(&s->in);
 	wbuf_free(&s->out);
 	free(s);
+}
+
+void session_set_writable_cb(struct session *s, session_writable_cb cb, void *arg)
+{
+	s->on_writable = cb;
+	s->writable_arg = arg;
 }
 
 int session_send(struct session *s, char *line)
