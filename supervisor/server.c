@@ -31,6 +31,7 @@ struct msess {
 	int log_level;         /* -1: client did not ask for log messages */
 	int elicitation;       /* the client declared the elicitation capability */
 	int tasks_era;         /* negotiated 2025-11-25: native tasks on this session */
+	long logs_dropped;     /* log notifications not sent while the output queue was full */
 	struct msess *next;
 };
 
@@ -46,6 +47,7 @@ struct pending {
 	cJSON *token;          /* progressToken, or NULL */
 	double last_progress;
 	int64_t last_sent;
+	int progress_owed;     /* a progress update was held back while the client did not read */
 	struct loop_timer *auto_timer;
 	char elicited[208];    /* question id already sent to the caller as an elicitation */
 	struct pending *next;
@@ -60,6 +62,7 @@ struct watch {
 	cJSON *token;
 	double last_progress;
 	int64_t last_sent;
+	int progress_owed;
 	char elicited[208];    /* question id already sent as an elicitation */
 	struct watch *next;
 };
@@ -122,12 +125,29 @@ void server_reply_error(struct msess *ms, const cJSON *id, int code, const char 
 
 /* ---- logging to clients ---------------------------------------------------------------- */
 
+/* Log lines go to every session that asked for them, except while its output queue is full:
+ * those are counted and the count is sent once the client reads again. */
 static void log_sink(void *arg, enum fplog_level lv, const char *task, const char *msg)
 {
 	struct server *srv = arg;
 	for (struct msess *ms = srv->sessions; ms; ms = ms->next) {
 		if (ms->log_level < 0 || (int)lv < ms->log_level || ms->initialized < 1)
 			continue;
+		if (session_congested(ms->io)) {
+			ms->logs_dropped++;
+			continue;
+		}
+		if (ms->logs_dropped) {
+			char note[160];
+			snprintf(note, sizeof note, "%ld log messages were not sent while this client was not "
+			         "reading its input", ms->logs_dropped);
+			ms->logs_dropped = 0;
+			cJSON *p = cJSON_CreateObject();
+			cJSON_AddStringToObject(p, "level", "warning");
+			cJSON_AddStringToObject(p, "logger", "forkpoint");
+			cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "data"), "message", note);
+			notify_session(ms, "notifications/message", p);
+		}
 		cJSON *p = cJSON_CreateObject();
 		cJSON_AddStringToObject(p, "level", fplog_level_name(lv));
 		cJSON_AddStringToObject(p, "logger", "forkpoint");
@@ -156,12 +176,14 @@ static void pending_unlink(struct server *srv, struct pending *p)
 	free(p);
 }
 
-void server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
-                          double *last, int64_t *last_sent, int force)
+int server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
+                         double *last, int64_t *last_sent, int force)
 {
 	int64_t now = loop_now();
 	if (!token || (!force && now - *last_sent < PROGRESS_MIN_MS))
-		return;
+		return 0;
+	if (session_congested(ms->io))
+		return -EAGAIN;
 	/* progress must strictly increase: a repeated or lower fraction still moves it a hair. */
 	double v = t->fraction >= 0 ? t->fraction : *last < 0 ? 0 : *last;
 	if (v <= *last)
@@ -175,11 +197,13 @@ void server_send_progress(struct msess *ms, const cJSON *token, const struct tas
 	notify_session(ms, "notifications/progress", params);
 	*last = v;
 	*last_sent = now;
+	return 1;
 }
 
 static void send_progress(struct pending *p, int force)
 {
-	server_send_progress(p->ms, p->token, p->t, &p->last_progress, &p->last_sent, force);
+	int rc = server_send_progress(p->ms, p->token, p->t, &p->last_progress, &p->last_sent, force);
+	p->progress_owed = rc == -EAGAIN;
 }
 
 static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
@@ -250,9 +274,10 @@ static void watch_unlink(struct server *srv, struct watch *w)
 	free(w);
 }
 
-static void watch_progress(struct watch *w, const struct task *t)
+static void watch_progress(struct watch *w, const struct task *t, int force)
 {
-	server_send_progress(w->ms, w->token, t, &w->last_progress, &w->last_sent, 0);
+	int rc = server_send_progress(w->ms, w->token, t, &w->last_progress, &w->last_sent, force);
+	w->progress_owed = rc == -EAGAIN;
 }
 
 cJSON *server_elicit_params(const struct task *t)
@@ -345,17 +370,35 @@ static void on_response(struct msess *ms, const struct rpc_msg *m)
 		for (struct pending *p = srv->pending, *next; t && p; p = next) {
 			next = p->next;
 			if (p->kind == PEND_CALL && p->t == t && p->ms == ms)
-				answer_pending(srv, p, facade_result(facade_handle(srv->sv, t), 0));
+				answer_pending(srv, p, facade_handle_result(srv->sv, t));
 		}
 		return;
 	}
 }
 
+/* Status notifications are optional (clients poll tasks/get): a session whose output queue is
+ * full does not get them. */
 static void status_notification(struct server *srv, const struct task *t)
 {
 	for (struct msess *ms = srv->sessions; ms; ms = ms->next)
-		if (ms->tasks_era && ms->initialized)
+		if (ms->tasks_era && ms->initialized && !session_congested(ms->io))
 			notify_session(ms, "notifications/tasks/status", native_task(t));
+}
+
+/* The session's output queue has drained: send the latest progress of every call and task whose
+ * update was held back meanwhile (one notification each, however many were skipped). */
+static void on_writable(void *arg)
+{
+	struct msess *ms = arg;
+	struct server *srv = ms->srv;
+	for (struct pending *p = srv->pending; p; p = p->next)
+		if (p->ms == ms && p->progress_owed)
+			send_progress(p, 1);
+	for (struct watch *w = srv->watches; w; w = w->next) {
+		struct task *t = w->progress_owed ? tasks_find(srv->sv->tasks, w->id) : NULL;
+		if (w->ms == ms && t)
+			watch_progress(w, t, 1);
+	}
 }
 
 static void on_task(void *arg, struct task *t, enum task_event ev)
@@ -365,7 +408,7 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 	struct watch *w = srv->watches ? find_watch(srv, t->id) : NULL;
 	if (w) {
 		if (ev == TASK_EV_PROGRESS) {
-			watch_progress(w, t);
+			watch_progress(w, t, 0);
 		} else {
 			status_notification(srv, t);
 			if (t->status == TASK_INPUT_REQUIRED)
@@ -393,7 +436,7 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 		} else if (t->status == TASK_INPUT_REQUIRED) {
 			/* The caller is blocked in this call and cannot answer: hand back the task so
 			 * the model can read the question and respond through the facade. */
-			answer_pending(srv, p, facade_result(facade_handle(srv->sv, t), 0));
+			answer_pending(srv, p, facade_handle_result(srv->sv, t));
 		}
 	}
 }
@@ -404,7 +447,7 @@ static void on_auto_timer(struct loop *l, void *arg)
 	struct server *srv = p->ms->srv;
 	(void)l;
 	p->auto_timer = NULL;
-	answer_pending(srv, p, facade_result(facade_handle(srv->sv, p->t), 0));
+	answer_pending(srv, p, facade_handle_result(srv->sv, p->t));
 }
 
 /* ---- methods ----------------------------------------------------------------------------- */
@@ -630,13 +673,13 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		return;
 	}
 	if (tool->mode == TOOL_MODE_TASK || TASK_TERMINAL(t->status)) {
-		reply(ms, id, tool->mode == TOOL_MODE_TASK ? facade_result(facade_handle(sv, t), 0)
+		reply(ms, id, tool->mode == TOOL_MODE_TASK ? facade_handle_result(sv, t)
 		                                           : facade_final_result(sv, t));
 		return;
 	}
 	struct pending *p = calloc(1, sizeof *p);
 	if (!p) {
-		reply(ms, id, facade_result(facade_handle(sv, t), 0));
+		reply(ms, id, facade_handle_result(sv, t));
 		return;
 	}
 	p->kind = PEND_CALL;
@@ -952,6 +995,7 @@ int server_attach(struct server *srv, int in_fd, int out_fd, int primary)
 		free(ms);
 		return -errno ? -errno : -ENOMEM;
 	}
+	session_set_writable_cb(ms->io, on_writable, ms);
 	ms->next = srv->sessions;
 	srv->sessions = ms;
 	return 0;

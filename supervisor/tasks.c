@@ -13,6 +13,7 @@
 
 #include "frame.h"
 #include "job.h"
+#include "mcpresult.h"
 #include "persist.h"
 #include "transfer.h"
 #include "wire.h"
@@ -233,6 +234,7 @@ void task_free(struct task *t)
 	cJSON_Delete(t->result);
 	cJSON_Delete(t->error);
 	cJSON_Delete(t->pending_error);
+	cJSON_Delete(t->pending_result);
 	cJSON_Delete(t->sandbox);
 	cJSON_Delete(t->artifacts);
 	free(t->checkpoint);
@@ -418,7 +420,17 @@ static int send_start(struct task *t)
 		frame_pack_str(&pk, "cancelled");
 		msgpack_pack_true(&pk);
 	}
-	return send_frame(t, &sb);
+	size_t len = sb.size;
+	int rc = send_frame(t, &sb);
+	if (rc == 0 && t->job)
+		job_hello_sent(t->job, len);
+	return rc;
+}
+
+/* A hello's answer, when the job's hello rate allows it (job_hello). */
+static int resend_start(void *arg)
+{
+	return send_start(arg);
 }
 
 static int send_answer(struct task *t, const char *qid, const cJSON *response)
@@ -593,6 +605,13 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 		cJSON_Delete(choices);
 		return 0;
 	}
+	/* One open question per task: each one becomes a prompt for a person (and an elicitation
+	 * request per client), so a job must wait for its answer before it asks again. */
+	if (t->status == TASK_INPUT_REQUIRED) {
+		cJSON_Delete(choices);
+		*why = "protocol violation: ask while a question is still open (one question at a time; wait for its answer)";
+		return -1;
+	}
 	char *qid = dup_str(id, idlen);
 	if (!qid) {
 		cJSON_Delete(choices);
@@ -634,15 +653,21 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 		return -1;
 	}
 	if (mcp) {
-		const cJSON *content = cJSON_GetObjectItemCaseSensitive(r, "content");
-		if (!cJSON_IsObject(r) || !cJSON_IsArray(content)) {
+		/* Forwarded to clients as the tool's result: only valid blocks, none of the job's _meta. */
+		char reason[240], msg[300];
+		if (mcpresult_clean(r, t->id, reason, sizeof reason) < 0) {
 			cJSON_Delete(r);
-			*why = "protocol violation: an mcp result needs a content array";
-			return -1;
+			snprintf(msg, sizeof msg, "protocol violation: invalid mcp result: %s", reason);
+			job_kill(t->job, msg);   /* copies msg; the frames after this one are not read */
+			return 0;
 		}
 	}
-	finish(ts, t, TASK_COMPLETED, r, mcp != NULL, NULL);
-	/* The job should exit now; give it the grace period to do so. */
+	/* The task completes when the job's whole tree is dead (on_exit_cb): until then it could
+	 * still change the files in outputs/ that become its artifacts.  The job should exit now;
+	 * it gets the grace period to do so.  Frames after the result are ignored. */
+	cJSON_Delete(t->pending_result);
+	t->pending_result = r;
+	t->pending_result_mcp = mcp != NULL;
 	if (t->job)
 		job_kill_after(t->job, (long)(ts->sv->cfg->server.cancel_grace_seconds * 1000.0));
 	return 0;
@@ -690,7 +715,7 @@ static int on_fail(struct tasks *ts, struct task *t, const msgpack_object *m, co
 	return 0;
 }
 
-static int on_log(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+static int on_log(struct job *j, const msgpack_object *m, const char **why)
 {
 	const char *lv = "info", *msg;
 	size_t lvlen = 4, mlen;
@@ -702,14 +727,9 @@ static int on_log(struct tasks *ts, struct task *t, const msgpack_object *m, con
 	char level[16];
 	snprintf(level, sizeof level, "%.*s", (int)(lvlen < 15 ? lvlen : 15), lv);
 	int l = fplog_level_parse(level);
-	/* Cut long messages on a character boundary: the text goes to clients as JSON. */
-	size_t n = mlen;
-	if (n > 1024) {
-		n = 1024;
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
-	}
-	fplog(&ts->sv->log, l < 0 ? FPLOG_INFO : (enum fplog_level)l, t->id, "job: %.*s", (int)n, msg);
+	if (l < 0 || l > FPLOG_ERROR)
+		l = FPLOG_INFO;
+	job_log_line(j, (enum fplog_level)l, fplog_level_name((enum fplog_level)l), msg, mlen);
 	return 0;
 }
 
@@ -720,7 +740,6 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 	const char *ty;
 	size_t tylen;
 	char type[16] = "";
-	(void)j;
 	if (frame_get_str(&f->root, "type", &ty, &tylen) < 0 || tylen == 0) {
 		*why = "protocol violation: frame without a type";
 		return -1;
@@ -730,14 +749,15 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 		return 0;
 	memcpy(type, ty, tylen);
 	if (strcmp(type, "hello") == 0) {
-		if (send_start(t) < 0) {
+		if (job_hello(j, resend_start, t) < 0) {
 			*why = "the start frame could not be sent again (too large, or the job does not read)";
 			return -1;
 		}
 		return 0;
 	}
-	/* After the terminal state only hello matters; late frames are ignored, not errors. */
-	if (TASK_TERMINAL(t->status) && strcmp(type, "log") != 0)
+	/* After the terminal state (or the result) only hello and log matter; late frames are
+	 * ignored, not errors. */
+	if ((TASK_TERMINAL(t->status) || t->pending_result) && strcmp(type, "log") != 0)
 		return 0;
 	if (strcmp(type, "progress") == 0)
 		return on_progress(ts, t, &f->root, why);
@@ -750,7 +770,7 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 	if (strcmp(type, "fail") == 0)
 		return on_fail(ts, t, &f->root, why);
 	if (strcmp(type, "log") == 0)
-		return on_log(ts, t, &f->root, why);
+		return on_log(j, &f->root, why);
 	return 0;   /* unknown types: newer protocol minor versions, ignored */
 }
 
@@ -836,7 +856,14 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 		t->timeout_timer = NULL;
 	}
-	if (!TASK_TERMINAL(t->status)) {
+	if (!TASK_TERMINAL(t->status) && t->pending_result) {
+		/* The job sent its result; how it ended after that does not matter. */
+		cJSON *r = t->pending_result;
+		t->pending_result = NULL;
+		cJSON_Delete(t->pending_error);
+		t->pending_error = NULL;
+		finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
+	} else if (!TASK_TERMINAL(t->status)) {
 		cJSON *pending = t->pending_error;
 		t->pending_error = NULL;
 		if (x->start_error) {
@@ -977,6 +1004,12 @@ static void on_timeout(struct loop *l, void *arg)
 	char msg[160];
 	(void)l;
 	t->timeout_timer = NULL;
+	if (t->pending_result) {
+		/* It has delivered its result and only lingers: end it, the task completes. */
+		if (t->job)
+			job_kill(t->job, NULL);
+		return;
+	}
 	snprintf(msg, sizeof msg, "The job ran longer than timeoutSeconds (%g s) and was stopped.",
 	         t->tool->timeout_seconds);
 	fail(ts, t, "timeout", msg, 1,
@@ -1221,6 +1254,12 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 {
 	if (TASK_TERMINAL(t->status))
 		return -EALREADY;
+	if (t->pending_result) {
+		/* The result is in; the task completes as soon as the lingering job is gone. */
+		if (t->job)
+			job_kill(t->job, NULL);
+		return -EALREADY;
+	}
 	t->cancel_requested = 1;
 	free(t->cancel_reason);
 	t->cancel_reason = strdup(reason ? reason : "cancelled by the client");

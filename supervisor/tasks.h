@@ -64,6 +64,8 @@ struct task {
 	struct loop_timer *retry_timer;
 	int progress_dirty;           /* progress not yet journaled */
 	cJSON *pending_error;         /* a retryable failure reported by the job, decided at exit */
+	cJSON *pending_result;        /* the job's result, kept until its whole tree is dead */
+	int pending_result_mcp;
 	unsigned char *held; size_t held_len;   /* frames for the job, sent after the commit */
 	struct task *held_next;       /* on the tasks' held list */
 	int on_held;

@@ -1,0 +1,273 @@
+// What a job can make the supervisor do, and what of it reaches clients: one open question per
+// task, log frames kept in the task log, the exact-fill truncation note, hello rate limits,
+// validated MCP results and marked task handles, artifacts hashed only after the job is gone,
+// and a bounded output queue for a client that stops reading.  The hostile jobs are modes of
+// tests/helpers/badframes.c.
+import { after, before, describe, it } from 'node:test';
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import {
+	assert, badframesTool, BIN, checkEnvelope, helper, marker, RawServer, rawToolResult, startServer,
+	startTask, TERMINAL, until, waitTask, writeConfig,
+} from './lib.mjs';
+
+/** badframes with free-form arguments (FORKPOINT_ARGS carries them to the helper). */
+const freeTool = (name, extra = {}) => {
+	const t = badframesTool(name, extra);
+	t.inputSchema.additionalProperties = true;
+	return t;
+};
+
+const logPath = (stateDir, id) => path.join(stateDir, 'tasks', id, 'output.log');
+const NOTE = '[forkpoint: output truncated at logMaxBytes]';
+
+function vm(pid, key) {
+	const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm'));
+	return m ? Number(m[1]) * 1024 : 0;
+}
+
+describe('job frames and output', () => {
+	let srv;
+	before(async () => {
+		srv = await startServer({
+			tools: [freeTool('bad')],
+			server: { maxConcurrent: 2, cancelGraceSeconds: 1, logMaxBytes: 4096 },
+		});
+	});
+	after(async () => { await srv?.close(); });
+
+	const run = async (mode, args = {}, timeoutMs = 20000) => {
+		const h = await startTask(srv.client, 'bad', { mode, mark: marker(mode), ...args });
+		return waitTask(srv.client, h.taskId, (x) => TERMINAL.has(x.status), { timeoutMs });
+	};
+
+	it('output that fills logMaxBytes exactly, then more: the log gets the truncation note', async () => {
+		const t = await run('exactout', { bytes: 4096 });
+		assert.equal(t.status, 'completed', JSON.stringify(t));
+		const log = fs.readFileSync(logPath(srv.stateDir, t.taskId), 'utf8');
+		assert.equal(log.slice(0, 4096), 'x'.repeat(4096));
+		assert.ok(!log.includes('after'), 'nothing past the budget is kept');
+		assert.ok(log.includes(NOTE), `truncation note missing; log ends ${JSON.stringify(log.slice(-80))}`);
+	});
+
+	it('output that fits exactly and stops there gets no note', async () => {
+		const t = await run('exactout', { bytes: 4000 });
+		assert.equal(t.status, 'completed');
+		const log = fs.readFileSync(logPath(srv.stateDir, t.taskId), 'utf8');
+		assert.equal(log, `${'x'.repeat(4000)}after\n`);
+	});
+
+	it('a job that asks while its question is open fails with a protocol violation', async () => {
+		const t = await run('asks', { count: 3000, promptBytes: 1000 });
+		assert.equal(t.status, 'failed', JSON.stringify(t));
+		checkEnvelope(t.error);
+		assert.equal(t.error.code, 'job_failed');
+		assert.match(t.error.message, /question is still open/);
+	});
+
+	it('a single question still works (input_required, then cancelled cleanly)', async () => {
+		const h = await startTask(srv.client, 'bad', {
+			mode: 'send', mark: marker('ask1'),
+			frames: [{ type: 'ask', id: 'q1', prompt: 'ok?', choices: ['yes', 'no'] }],
+		});
+		const t = await waitTask(srv.client, h.taskId, (x) => x.status === 'input_required');
+		assert.equal(t.inputRequest.questionId, 'q1');
+		await srv.client.callTool({ name: 'durable_task_cancel', arguments: { taskId: h.taskId } });
+	});
+
+	it('a job\'s hellos are answered at a bounded rate, big start frames counted in bytes', async () => {
+		const small = await run('hellos', { count: 200, ms: 1000 });
+		assert.equal(small.status, 'completed', JSON.stringify(small));
+		assert.ok(small.result.starts >= 1 && small.result.starts <= 60, `small start frames in 1 s: ${small.result.starts}`);
+		const big = await run('hellos', { count: 200, ms: 1000, ckptBytes: 1 << 20 }, 30000);
+		assert.equal(big.status, 'completed', JSON.stringify(big.error ?? big.status));
+		assert.ok(big.result.starts >= 1 && big.result.starts <= 25, `1 MiB start frames in 1 s: ${big.result.starts}`);
+	});
+
+	it('artifacts are hashed after the job is gone: a job cannot change them after the hash', async () => {
+		const t = await run('artswap');
+		assert.equal(t.status, 'completed', JSON.stringify(t));
+		assert.equal(t.artifacts?.length, 1, JSON.stringify(t.artifacts));
+		const file = path.join(srv.stateDir, 'tasks', t.taskId, 'work', 'outputs', 'a.txt');
+		const bytes = fs.readFileSync(file);
+		assert.equal(t.artifacts[0].sha256, crypto.createHash('sha256').update(bytes).digest('hex'),
+			`listed hash matches the file (${JSON.stringify(bytes.toString())})`);
+		assert.equal(bytes.toString(), 'original\n');
+	});
+});
+
+describe('job results forwarded to clients', () => {
+	let srv;
+	before(async () => {
+		srv = await startServer({ tools: [freeTool('bad')], server: { cancelGraceSeconds: 1 } });
+	});
+	after(async () => { await srv?.close(); });
+
+	const withResult = async (mcp) => {
+		const h = await startTask(srv.client, 'bad', {
+			mode: 'send', mark: marker('mcp'), exit: true, frames: [{ type: 'result', mcp }],
+		});
+		return waitTask(srv.client, h.taskId, (x) => TERMINAL.has(x.status));
+	};
+	const refused = [
+		['an unknown block type', { content: [{ type: 'script', text: 'x' }] }],
+		['a file:// resource link', { content: [{ type: 'resource_link', uri: 'file:///etc/passwd', name: 'p' }] }],
+		['a file:// embedded resource', { content: [{ type: 'resource', resource: { uri: 'file:///etc/shadow', text: 'x' } }] }],
+		['another task\'s resource', { content: [{ type: 'resource_link', uri: `forkpoint://tasks/${'0'.repeat(32)}/result`, name: 'r' }] }],
+		['a text block without text', { content: [{ type: 'text' }] }],
+		['an image that is not base64', { content: [{ type: 'image', data: 'not base64!', mimeType: 'image/png' }] }],
+		['a non-object structuredContent', { content: [], structuredContent: [1] }],
+	];
+	for (const [what, mcp] of refused) {
+		it(`refuses ${what}`, async () => {
+			const t = await withResult(mcp);
+			assert.equal(t.status, 'failed', JSON.stringify(t));
+			assert.match(t.error.message, /invalid mcp result/);
+		});
+	}
+
+	it('keeps valid blocks and drops every _meta the job supplied', async () => {
+		const forged = { 'io.modelcontextprotocol/related-task': { taskId: 'f'.repeat(32) }, 'forkpoint/taskHandle': 'x' };
+		const t = await withResult({
+			_meta: forged,
+			content: [
+				{ type: 'text', text: 'hi', _meta: forged, extra: 1 },
+				{ type: 'image', data: 'aGk=', mimeType: 'image/png', annotations: { audience: ['user'], priority: 0.5 } },
+				{ type: 'resource_link', uri: 'https://example.org/x', name: 'x' },
+				{ type: 'resource', resource: { uri: 'https://example.org/y', blob: 'aGk=', _meta: forged } },
+			],
+			structuredContent: { ok: true },
+			isError: false,
+		});
+		assert.equal(t.status, 'completed', JSON.stringify(t));
+		assert.deepEqual(t.result, {
+			content: [
+				{ type: 'text', text: 'hi' },
+				{ type: 'image', data: 'aGk=', mimeType: 'image/png', annotations: { audience: ['user'], priority: 0.5 } },
+				{ type: 'resource_link', uri: 'https://example.org/x', name: 'x' },
+				{ type: 'resource', resource: { uri: 'https://example.org/y', blob: 'aGk=' } },
+			],
+			structuredContent: { ok: true },
+			isError: false,
+		});
+	});
+});
+
+describe('forkpoint call and task-handle lookalikes', () => {
+	it('a sync job whose result looks like a task handle is printed, not polled', () => {
+		const foreign = 'a'.repeat(32);
+		const tool = freeTool('look', { mode: 'sync' });
+		const { dir, cfgPath, stateDir } = writeConfig({ tools: [tool] });
+		const args = {
+			mode: 'send', exit: true, frames: [{
+				type: 'result',
+				mcp: {
+					content: [{ type: 'text', text: JSON.stringify({ taskId: foreign, pollWith: 'durable_task_get' }) }],
+					structuredContent: { taskId: foreign, status: 'working', pollWith: 'durable_task_get' },
+				},
+			}],
+		};
+		const r = spawnSync(BIN, ['call', 'look', JSON.stringify(args), '--config', cfgPath, '--state', stateDir],
+			{ encoding: 'utf8', timeout: 30000 });
+		fs.rmSync(dir, { recursive: true, force: true });
+		assert.equal(r.status, 0, `stderr: ${r.stderr}`);
+		assert.ok(!/started/.test(r.stderr), `call took the result for a handle: ${r.stderr}`);
+		assert.equal(JSON.parse(r.stdout).taskId, foreign);
+	});
+});
+
+describe('log frames', () => {
+	it('go to the task log within logMaxBytes; stderr and clients get a rate-limited summary', async () => {
+		const { dir, cfgPath, stateDir } = writeConfig({
+			tools: [freeTool('logs', { mode: 'sync' })], server: { logMaxBytes: 4096 },
+		});
+		const raw = new RawServer({ args: ['mcp', '--config', cfgPath, '--state', stateDir, '--log-level', 'warning'] });
+		try {
+			await raw.initialize();
+			assert.ok((await raw.request('lv', 'logging/setLevel', { level: 'debug' })).result);
+			const from = raw.mark();
+			const resp = await raw.request('c1', 'tools/call', {
+				name: 'logs', arguments: { mode: 'logflood', count: 3000, mark: marker('logs') },
+			}, { timeoutMs: 30000 });
+			const res = rawToolResult(resp);
+			assert.equal(res.structuredContent.logged, true, JSON.stringify(res));
+			const jobLogs = raw.messages.slice(from).filter((m) => m.method === 'notifications/message' &&
+				/^job: /.test(m.params?.data?.message ?? ''));
+			assert.ok(jobLogs.length >= 1 && jobLogs.length <= 3, `job log notifications: ${jobLogs.length}`);
+			assert.ok(jobLogs.every((m) => m.params.level === 'warning'), 'capped at warning');
+			const jobLines = raw.stderr.split('\n').filter((l) => l.includes('msg="job: '));
+			assert.ok(jobLines.length >= 1 && jobLines.length <= 3, `job lines on stderr: ${jobLines.length}`);
+			assert.ok(raw.stderr.length < (16 << 10), `supervisor stderr: ${raw.stderr.length} bytes`);
+			const id = fs.readdirSync(path.join(stateDir, 'tasks'))[0];
+			const log = fs.readFileSync(logPath(stateDir, id), 'utf8');
+			assert.ok(log.startsWith('[job log error] eeee'), log.slice(0, 40));
+			assert.ok(log.length <= 4096 + NOTE.length + 2, `task log is ${log.length} bytes`);
+			assert.ok(log.includes(NOTE));
+		} finally {
+			await raw.kill();
+			fs.rmSync(dir, { recursive: true, force: true });
+		}
+	});
+});
+
+describe('a client that stops reading', () => {
+	let raw, dir, id;
+	before(async () => {
+		const w = writeConfig({
+			tools: [freeTool('big', { mode: 'sync' }), freeTool('elicit', { mode: 'sync' })],
+			server: { resultInlineBytes: 4 << 20, cancelGraceSeconds: 1 },
+		});
+		dir = w.dir;
+		raw = new RawServer({ cfgPath: w.cfgPath, stateDir: w.stateDir });
+		await raw.request('init', 'initialize', {
+			protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'slow', version: '1' },
+		});
+		raw.notify('notifications/initialized');
+		const resp = await raw.request('mk', 'tools/call', {
+			name: 'big', arguments: { mode: 'send', exit: true, mark: marker('big'),
+				frames: [{ type: 'result', value: { pad: 512 << 10 } }] },
+		}, { timeoutMs: 30000 });
+		assert.equal(rawToolResult(resp).structuredContent.pad?.length, 512 << 10, JSON.stringify(resp).slice(0, 600));
+		const list = await raw.request('ls', 'tools/call', { name: 'durable_task_list', arguments: {} });
+		id = list.result.structuredContent.tasks[0].taskId;
+	});
+	after(async () => {
+		await raw?.kill();
+		fs.rmSync(dir, { recursive: true, force: true });
+	});
+
+	it('gets no more than one elicitation per question even when the job asks 3000 times', async () => {
+		const from = raw.mark();
+		const resp = await raw.request('ask', 'tools/call', {
+			name: 'elicit', arguments: { mode: 'asks', count: 3000, promptBytes: 1000, mark: marker('asks') },
+		}, { timeoutMs: 30000 });
+		const asks = raw.messages.slice(from).filter((m) => m.method === 'elicitation/create');
+		assert.ok(asks.length <= 1, `${asks.length} elicitation requests`);
+		for (const a of asks)
+			raw.send({ jsonrpc: '2.0', id: a.id, result: { action: 'decline' } });
+		const r = resp.result;
+		assert.ok(r, JSON.stringify(resp));
+	});
+
+	it('the server stops taking requests while its output queue is full, then answers them all', async () => {
+		const N = 100;
+		const base = vm(raw.proc.pid, 'VmHWM'), rss = vm(raw.proc.pid, 'VmRSS');
+		raw.proc.stdout.pause();
+		const from = raw.mark();
+		let batch = '';
+		for (let i = 0; i < N; i++)
+			batch += `${JSON.stringify({ jsonrpc: '2.0', id: `g${i}`, method: 'tools/call',
+				params: { name: 'durable_task_get', arguments: { taskId: id } } })}\n`;
+		raw.sendBytes(batch);
+		await until(() => vm(raw.proc.pid, 'VmRSS') > rss + (8 << 20), 20000, 'the output queue to fill');
+		raw.proc.stdout.resume();
+		for (let i = 0; i < N; i++)
+			await raw.response(`g${i}`, { from, timeoutMs: 60000 });
+		const grown = vm(raw.proc.pid, 'VmHWM') - base;
+		assert.ok(grown < (64 << 20), `peak memory grew by ${(grown / 1048576).toFixed(1)} MiB for ${N} answers of ~1 MiB`);
+		assert.deepEqual(raw.badLines, []);
+		assert.deepEqual((await raw.request('p', 'ping')).result, {});
+	});
+});
