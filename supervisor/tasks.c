@@ -845,11 +845,67 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 	return 1;
 }
 
+/* The outcome of a job that ended without a result: its start error, its protocol violation,
+ * its own failure report, the sandbox's verdict, or its exit status (retried while the tool has
+ * retries left). */
+static void decide_exit(struct tasks *ts, struct task *t, const struct job_exit *x)
+{
+	char msg[512];
+	cJSON *pending = t->pending_error;
+	t->pending_error = NULL;
+	if (x->start_error) {
+		cJSON_Delete(pending);
+		snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
+		fail(ts, t, "job_failed", msg, 1,
+		     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+	} else if (x->violation) {
+		cJSON_Delete(pending);
+		snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
+		fail(ts, t, "job_failed", msg, 0,
+		     "The job broke the frame protocol (docs/job-protocol.md); fix the job, then call the tool again.");
+	} else if (pending) {
+		if (!try_retry(ts, t, cJSON_Duplicate(pending, 1)))
+			finish(ts, t, TASK_FAILED, NULL, 0, cJSON_Duplicate(pending, 1));
+		cJSON_Delete(pending);
+	} else if (x->sandbox_code) {
+		cJSON *e = task_envelope(x->sandbox_code, x->sandbox_message, 0, x->limit
+			? "The job needs more than its sandbox allows: call the tool again with less work, or raise the limit named in error.limit (sandbox section of the config)."
+			: "The job tried something its sandbox forbids (docs/sandbox.md); fix the job, or give the tool a profile that allows it.");
+		if (x->limit) {
+			cJSON_AddStringToObject(e, "limit", x->limit);
+			cJSON_AddNumberToObject(e, "limitValue", (double)x->limit_value);
+		}
+		cJSON_AddStringToObject(e, "output", x->tail);
+		finish(ts, t, TASK_FAILED, NULL, 0, e);
+	} else if (x->exited && x->status == 0) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddNumberToObject(r, "exitCode", 0);
+		cJSON_AddStringToObject(r, "output", x->tail);
+		finish(ts, t, TASK_COMPLETED, r, 0, NULL);
+	} else {
+		if (x->exited)
+			snprintf(msg, sizeof msg, "The job exited with status %d.", x->status);
+		else
+			snprintf(msg, sizeof msg, "The job was killed by signal %d (%s).", x->status,
+			         strsignal(x->status));
+		cJSON *e = task_envelope("job_failed", msg, 0,
+			"Read error.output (the end of the job's output) and forkpoint logs; fix the input and call the tool again.");
+		if (x->exited)
+			cJSON_AddNumberToObject(e, "exitCode", x->status);
+		else
+			cJSON_AddNumberToObject(e, "signal", x->status);
+		cJSON_AddStringToObject(e, "output", x->tail);
+		if (!try_retry(ts, t, cJSON_Duplicate(e, 1)))
+			finish(ts, t, TASK_FAILED, NULL, 0, e);
+		else
+			cJSON_Delete(e);
+	}
+}
+
 static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 {
 	struct task *t = owner;
 	struct tasks *ts = t->owner;
-	char msg[512];
 	t->job = NULL;
 	ts->running--;
 	if (t->timeout_timer) {
@@ -864,55 +920,7 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 		t->pending_error = NULL;
 		finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
 	} else if (!TASK_TERMINAL(t->status)) {
-		cJSON *pending = t->pending_error;
-		t->pending_error = NULL;
-		if (x->start_error) {
-			cJSON_Delete(pending);
-			snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
-			fail(ts, t, "job_failed", msg, 1,
-			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
-		} else if (x->violation) {
-			cJSON_Delete(pending);
-			snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
-			fail(ts, t, "job_failed", msg, 0,
-			     "The job broke the frame protocol (docs/job-protocol.md); fix the job, then call the tool again.");
-		} else if (pending) {
-			if (!try_retry(ts, t, cJSON_Duplicate(pending, 1)))
-				finish(ts, t, TASK_FAILED, NULL, 0, cJSON_Duplicate(pending, 1));
-			cJSON_Delete(pending);
-		} else if (x->sandbox_code) {
-			cJSON *e = task_envelope(x->sandbox_code, x->sandbox_message, 0, x->limit
-				? "The job needs more than its sandbox allows: call the tool again with less work, or raise the limit named in error.limit (sandbox section of the config)."
-				: "The job tried something its sandbox forbids (docs/sandbox.md); fix the job, or give the tool a profile that allows it.");
-			if (x->limit) {
-				cJSON_AddStringToObject(e, "limit", x->limit);
-				cJSON_AddNumberToObject(e, "limitValue", (double)x->limit_value);
-			}
-			cJSON_AddStringToObject(e, "output", x->tail);
-			finish(ts, t, TASK_FAILED, NULL, 0, e);
-		} else if (x->exited && x->status == 0) {
-			cJSON *r = cJSON_CreateObject();
-			cJSON_AddNumberToObject(r, "exitCode", 0);
-			cJSON_AddStringToObject(r, "output", x->tail);
-			finish(ts, t, TASK_COMPLETED, r, 0, NULL);
-		} else {
-			if (x->exited)
-				snprintf(msg, sizeof msg, "The job exited with status %d.", x->status);
-			else
-				snprintf(msg, sizeof msg, "The job was killed by signal %d (%s).", x->status,
-				         strsignal(x->status));
-			cJSON *e = task_envelope("job_failed", msg, 0,
-				"Read error.output (the end of the job's output) and forkpoint logs; fix the input and call the tool again.");
-			if (x->exited)
-				cJSON_AddNumberToObject(e, "exitCode", x->status);
-			else
-				cJSON_AddNumberToObject(e, "signal", x->status);
-			cJSON_AddStringToObject(e, "output", x->tail);
-			if (!try_retry(ts, t, cJSON_Duplicate(e, 1)))
-				finish(ts, t, TASK_FAILED, NULL, 0, e);
-			else
-				cJSON_Delete(e);
-		}
+		decide_exit(ts, t, x);
 	}
 	fplog(&ts->sv->log, FPLOG_DEBUG, t->id, "job exited (%s %d)", x->exited ? "status" : "signal", x->status);
 	job_free(j);
