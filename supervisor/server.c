@@ -47,7 +47,7 @@ struct pending {
 	cJSON *token;          /* progressToken, or NULL */
 	double last_progress;
 	int64_t last_sent;
-	int progress_owed;     /* a progress update was held back while the client did not read */
+	int progress_owed;     /* an update was held back (rate limit, or a client that does not read) */
 	struct loop_timer *auto_timer;
 	char elicited[208];    /* question id already sent to the caller as an elicitation */
 	struct pending *next;
@@ -85,6 +85,7 @@ struct server {
 	struct outreq *outreqs;
 	long next_out_id;
 	struct era2026 *era;   /* requests of the 2026-07-28 (stateless) era */
+	struct loop_timer *progress_timer;   /* sends progress held back by the rate limit */
 };
 
 #define RELATED_TASK "io.modelcontextprotocol/related-task"
@@ -180,8 +181,10 @@ int server_send_progress(struct msess *ms, const cJSON *token, const struct task
                          double *last, int64_t *last_sent, int force)
 {
 	int64_t now = loop_now();
-	if (!token || (!force && now - *last_sent < PROGRESS_MIN_MS))
+	if (!token)
 		return 0;
+	if (!force && now - *last_sent < PROGRESS_MIN_MS)
+		return -EBUSY;
 	if (session_congested(ms->io))
 		return -EAGAIN;
 	/* progress must strictly increase: a repeated or lower fraction still moves it a hair. */
@@ -200,14 +203,28 @@ int server_send_progress(struct msess *ms, const cJSON *token, const struct task
 	return 1;
 }
 
+static void progress_timer_cb(struct loop *l, void *arg);
+
+/* An update held back by the rate limit goes out from a timer, so the latest progress is never
+ * lost for want of a later one. */
+static void owe_progress(struct server *srv, int rc, int *owed)
+{
+	*owed = rc < 0;
+	if (rc == -EBUSY && !srv->progress_timer)
+		srv->progress_timer = loop_timer_in(srv->sv->loop, PROGRESS_MIN_MS, progress_timer_cb, srv);
+}
+
 static void send_progress(struct pending *p, int force)
 {
 	int rc = server_send_progress(p->ms, p->token, p->t, &p->last_progress, &p->last_sent, force);
-	p->progress_owed = rc == -EAGAIN;
+	owe_progress(p->ms->srv, rc, &p->progress_owed);
 }
 
 static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
 {
+	/* Progress comes before the response or not at all. */
+	if (p->progress_owed)
+		send_progress(p, 1);
 	if (p->kind == PEND_RESULT && result) {
 		/* tasks/result answers with the original result, tagged with the task it belongs to. */
 		cJSON *meta = cJSON_GetObjectItem(result, "_meta");
@@ -277,7 +294,7 @@ static void watch_unlink(struct server *srv, struct watch *w)
 static void watch_progress(struct watch *w, const struct task *t, int force)
 {
 	int rc = server_send_progress(w->ms, w->token, t, &w->last_progress, &w->last_sent, force);
-	w->progress_owed = rc == -EAGAIN;
+	owe_progress(w->ms->srv, rc, &w->progress_owed);
 }
 
 cJSON *server_elicit_params(const struct task *t)
@@ -385,20 +402,33 @@ static void status_notification(struct server *srv, const struct task *t)
 			notify_session(ms, "notifications/tasks/status", native_task(t));
 }
 
-/* The session's output queue has drained: send the latest progress of every call and task whose
- * update was held back meanwhile (one notification each, however many were skipped). */
-static void on_writable(void *arg)
+/* Send the latest progress of every call and task (of session ms, or of all when NULL) whose
+ * update was held back: one notification each, however many updates were skipped. */
+static void flush_owed(struct server *srv, struct msess *ms)
 {
-	struct msess *ms = arg;
-	struct server *srv = ms->srv;
 	for (struct pending *p = srv->pending; p; p = p->next)
-		if (p->ms == ms && p->progress_owed)
+		if ((!ms || p->ms == ms) && p->progress_owed)
 			send_progress(p, 1);
 	for (struct watch *w = srv->watches; w; w = w->next) {
 		struct task *t = w->progress_owed ? tasks_find(srv->sv->tasks, w->id) : NULL;
-		if (w->ms == ms && t)
+		if ((!ms || w->ms == ms) && t)
 			watch_progress(w, t, 1);
 	}
+}
+
+static void progress_timer_cb(struct loop *l, void *arg)
+{
+	struct server *srv = arg;
+	(void)l;
+	srv->progress_timer = NULL;
+	flush_owed(srv, NULL);
+}
+
+/* The session's output queue has drained after the client stopped reading. */
+static void on_writable(void *arg)
+{
+	struct msess *ms = arg;
+	flush_owed(ms->srv, ms);
 }
 
 static void on_task(void *arg, struct task *t, enum task_event ev)
@@ -968,6 +998,8 @@ void server_free(struct server *srv)
 		pending_unlink(srv, srv->pending);
 	while (srv->watches)
 		watch_unlink(srv, srv->watches);
+	if (srv->progress_timer)
+		loop_timer_cancel(srv->sv->loop, srv->progress_timer);
 	era2026_free(srv->era);
 	for (struct outreq *o = srv->outreqs, *n; o; o = n) {
 		n = o->next;

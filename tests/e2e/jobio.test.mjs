@@ -212,34 +212,39 @@ describe('log frames', () => {
 	});
 });
 
+/** A supervisor behind a raw client that declared elicitation, with one finished task whose
+ *  durable_task_get answer is about 1 MiB (so a few requests fill an output queue). */
+async function slowClient() {
+	const w = writeConfig({
+		tools: [freeTool('big', { mode: 'sync' }), freeTool('elicit', { mode: 'sync' }), freeTool('gate', { mode: 'sync' })],
+		server: { resultInlineBytes: 4 << 20, cancelGraceSeconds: 1 },
+	});
+	// Peak memory is a measure here: AddressSanitizer's quarantine of freed blocks would count
+	// as growth (harmless to other builds).
+	const asan = process.env.ASAN_OPTIONS;
+	process.env.ASAN_OPTIONS = `${asan ? `${asan}:` : ''}quarantine_size_mb=0`;
+	const raw = new RawServer({ cfgPath: w.cfgPath, stateDir: w.stateDir });
+	if (asan === undefined)
+		delete process.env.ASAN_OPTIONS;
+	else
+		process.env.ASAN_OPTIONS = asan;
+	await raw.request('init', 'initialize', {
+		protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'slow', version: '1' },
+	});
+	raw.notify('notifications/initialized');
+	const resp = await raw.request('mk', 'tools/call', {
+		name: 'big', arguments: { mode: 'send', exit: true, mark: marker('big'),
+			frames: [{ type: 'result', value: { pad: 512 << 10 } }] },
+	}, { timeoutMs: 30000 });
+	assert.equal(rawToolResult(resp).structuredContent.pad?.length, 512 << 10, JSON.stringify(resp).slice(0, 600));
+	const list = await raw.request('ls', 'tools/call', { name: 'durable_task_list', arguments: {} });
+	return { raw, dir: w.dir, stateDir: w.stateDir, id: list.result.structuredContent.tasks[0].taskId };
+}
+
 describe('a client that stops reading', () => {
 	let raw, dir, id;
 	before(async () => {
-		const w = writeConfig({
-			tools: [freeTool('big', { mode: 'sync' }), freeTool('elicit', { mode: 'sync' })],
-			server: { resultInlineBytes: 4 << 20, cancelGraceSeconds: 1 },
-		});
-		dir = w.dir;
-		// Peak memory is the measure here: AddressSanitizer's quarantine of freed blocks would
-		// count as growth (harmless to other builds).
-		const asan = process.env.ASAN_OPTIONS;
-		process.env.ASAN_OPTIONS = `${asan ? `${asan}:` : ''}quarantine_size_mb=0`;
-		raw = new RawServer({ cfgPath: w.cfgPath, stateDir: w.stateDir });
-		if (asan === undefined)
-			delete process.env.ASAN_OPTIONS;
-		else
-			process.env.ASAN_OPTIONS = asan;
-		await raw.request('init', 'initialize', {
-			protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'slow', version: '1' },
-		});
-		raw.notify('notifications/initialized');
-		const resp = await raw.request('mk', 'tools/call', {
-			name: 'big', arguments: { mode: 'send', exit: true, mark: marker('big'),
-				frames: [{ type: 'result', value: { pad: 512 << 10 } }] },
-		}, { timeoutMs: 30000 });
-		assert.equal(rawToolResult(resp).structuredContent.pad?.length, 512 << 10, JSON.stringify(resp).slice(0, 600));
-		const list = await raw.request('ls', 'tools/call', { name: 'durable_task_list', arguments: {} });
-		id = list.result.structuredContent.tasks[0].taskId;
+		({ raw, dir, id } = await slowClient());
 	});
 	after(async () => {
 		await raw?.kill();
@@ -279,3 +284,50 @@ describe('a client that stops reading', () => {
 		assert.deepEqual((await raw.request('p', 'ping')).result, {});
 	});
 });
+
+describe('progress for a client that stops reading', () => {
+	let raw, dir, id, stateDir;
+	before(async () => {
+		({ raw, dir, id, stateDir } = await slowClient());
+	});
+	after(async () => {
+		await raw?.kill();
+		fs.rmSync(dir, { recursive: true, force: true });
+	});
+
+	it('progress held back while the client does not read arrives, the latest, once it reads again', async () => {
+		const isProgress = (msg) => (m) => m.method === 'notifications/progress' && m.params?.progressToken === 'pt' &&
+			(m.params.message ?? '').startsWith(msg);
+		const from = raw.mark();
+		raw.send({ jsonrpc: '2.0', id: 'gate', method: 'tools/call', params: {
+			name: 'gate', arguments: { mode: 'gated', count: 50, mark: marker('gate') }, _meta: { progressToken: 'pt' } } });
+		await raw.waitFor(isProgress('before'), { from, timeoutMs: 20000, what: 'the first progress' });
+		const list = await raw.request('ls2', 'tools/call', { name: 'durable_task_list', arguments: {} });
+		const gated = list.result.structuredContent.tasks.find((x) => x.tool === 'gate').taskId;
+		const work = path.join(stateDir, 'tasks', gated, 'work');
+		const rss = vm(raw.proc.pid, 'VmRSS');
+		raw.proc.stdout.pause();
+		const fromGet = raw.mark();
+		let batch = '';
+		for (let i = 0; i < 40; i++)
+			batch += `${JSON.stringify({ jsonrpc: '2.0', id: `h${i}`, method: 'tools/call',
+				params: { name: 'durable_task_get', arguments: { taskId: id } } })}\n`;
+		raw.sendBytes(batch);
+		await until(() => vm(raw.proc.pid, 'VmRSS') > rss + (8 << 20), 20000, 'the output queue to fill');
+		fs.writeFileSync(path.join(work, 'go'), '');
+		await until(() => fs.existsSync(path.join(work, 'sent')), 20000, 'the job to send its progress');
+		raw.proc.stdout.resume();
+		for (let i = 0; i < 40; i++)
+			await raw.response(`h${i}`, { from: fromGet, timeoutMs: 60000 });
+		const late = await raw.waitFor(isProgress('after-go'), { from: fromGet, timeoutMs: 20000, what: 'the held-back progress' });
+		assert.match(late.params.message, /^after-go \d+$/);
+		fs.writeFileSync(path.join(work, 'finish'), '');
+		const resp = await raw.response('gate', { from, timeoutMs: 20000 });
+		assert.equal(resp.result?.structuredContent?.gated, true, JSON.stringify(resp));
+		const after = raw.messages.slice(from).filter(isProgress('after-go'));
+		assert.ok(after.length <= 3, `${after.length} progress notifications for 50 updates while congested`);
+		const last = raw.messages.indexOf(after[after.length - 1]);
+		assert.ok(last < raw.messages.indexOf(resp), 'progress before the response');
+	});
+});
+

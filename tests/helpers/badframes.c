@@ -23,6 +23,8 @@
  *   hellos      a checkpoint of "ckptBytes" bytes (if given, so that start frames are that
  *               big), then "count" hello frames at once; counts the start frames that arrive
  *               within "ms" milliseconds and sends {starts: N} as its result
+ *   gated       progress "before"; once the file go exists in its work dir, "count" progress
+ *               frames "after-go N" and the file sent; once finish exists, a result
  *   artswap     writes outputs/a.txt, sends a result, and as soon as the supervisor makes the
  *               file read-only (it hashed it) makes it writable again and rewrites it
  *
@@ -376,6 +378,44 @@ static int mode_hellos(int fd, const cJSON *args)
 	exit(0);
 }
 
+/* Wait (up to 60 s) until FORKPOINT_WORKDIR/name exists. */
+static int wait_file(const char *name)
+{
+	const char *work = getenv("FORKPOINT_WORKDIR");
+	char path[4200];
+	struct timespec ts = { 0, 5 * 1000 * 1000 };
+	snprintf(path, sizeof path, "%s/%s", work ? work : ".", name);
+	for (int i = 0; i < 12000; i++) {
+		if (access(path, F_OK) == 0)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return -1;
+}
+
+static int mode_gated(int fd, const cJSON *args)
+{
+	long count = arg_long(args, "count", 50);
+	const char *work = getenv("FORKPOINT_WORKDIR");
+	char path[4200], text[128];
+	if (send_text(fd, "{\"type\":\"progress\",\"fraction\":0.1,\"message\":\"before\"}") < 0 || wait_file("go") < 0)
+		return -1;
+	for (long i = 0; i < count; i++) {
+		snprintf(text, sizeof text, "{\"type\":\"progress\",\"fraction\":%.4f,\"message\":\"after-go %ld\"}",
+		         0.2 + 0.7 * (double)i / (double)count, i);
+		if (send_text(fd, text) < 0)
+			return -1;
+	}
+	snprintf(path, sizeof path, "%s/sent", work ? work : ".");
+	int f = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (f < 0)
+		return -1;
+	close(f);
+	if (wait_file("finish") < 0 || send_text(fd, "{\"type\":\"result\",\"value\":{\"gated\":true}}") < 0)
+		return -1;
+	exit(0);
+}
+
 static int mode_artswap(int fd)
 {
 	const char *work = getenv("FORKPOINT_WORKDIR");
@@ -429,6 +469,8 @@ int main(int argc, char **argv)
 		rc = mode_logflood(fd, args);
 	else if (strcmp(mode, "hellos") == 0)
 		rc = mode_hellos(fd, args);
+	else if (strcmp(mode, "gated") == 0)
+		rc = mode_gated(fd, args);
 	else if (strcmp(mode, "artswap") == 0)
 		rc = mode_artswap(fd);
 	else if (strcmp(mode, "garbage") == 0)
