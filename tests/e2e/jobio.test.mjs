@@ -23,6 +23,17 @@ const freeTool = (name, extra = {}) => {
 const logPath = (stateDir, id) => path.join(stateDir, 'tasks', id, 'output.log');
 const NOTE = '[forkpoint: output truncated at logMaxBytes]';
 
+/** Close stdin like an MCP host; the server must exit 0 by itself (a sanitizer report fails it). */
+async function closeRaw(raw) {
+	if (!raw)
+		return;
+	raw.closeStdin();
+	const e = await raw.waitExit(15000);
+	if (!e)
+		await raw.kill();
+	assert.deepEqual(e, { code: 0, signal: null }, `server exit; stderr tail:\n${raw.stderr.slice(-3000)}`);
+}
+
 function vm(pid, key) {
 	const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm'));
 	return m ? Number(m[1]) * 1024 : 0;
@@ -206,8 +217,11 @@ describe('log frames', () => {
 			assert.ok(log.length <= 4096 + NOTE.length + 2, `task log is ${log.length} bytes`);
 			assert.ok(log.includes(NOTE));
 		} finally {
-			await raw.kill();
-			fs.rmSync(dir, { recursive: true, force: true });
+			try {
+				await closeRaw(raw);
+			} finally {
+				fs.rmSync(dir, { recursive: true, force: true });
+			}
 		}
 	});
 });
@@ -247,8 +261,11 @@ describe('a client that stops reading', () => {
 		({ raw, dir, id } = await slowClient());
 	});
 	after(async () => {
-		await raw?.kill();
-		fs.rmSync(dir, { recursive: true, force: true });
+		try {
+			await closeRaw(raw);
+		} finally {
+			fs.rmSync(dir, { recursive: true, force: true });
+		}
 	});
 
 	it('gets no more than one elicitation per question even when the job asks 3000 times', async () => {
@@ -291,8 +308,11 @@ describe('progress for a client that stops reading', () => {
 		({ raw, dir, id, stateDir } = await slowClient());
 	});
 	after(async () => {
-		await raw?.kill();
-		fs.rmSync(dir, { recursive: true, force: true });
+		try {
+			await closeRaw(raw);
+		} finally {
+			fs.rmSync(dir, { recursive: true, force: true });
+		}
 	});
 
 	it('progress held back while the client does not read arrives, the latest, once it reads again', async () => {
