@@ -251,10 +251,35 @@ void task_clear_question(struct task *t)
 	t->question_choices = NULL;
 }
 
+static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON *result,
+                   int is_mcp, cJSON *error);
+
+/* At shutdown: end every job; one that had sent its result (and only lingered) completes its
+ * task now that its tree is gone, durably, instead of being run again by the next start. */
+static void end_jobs(struct tasks *ts)
+{
+	int done = 0;
+	for (struct task *t = ts->head; t; t = t->next) {
+		if (!t->job)
+			continue;
+		job_free(t->job);
+		t->job = NULL;
+		if (t->pending_result && !TASK_TERMINAL(t->status)) {
+			cJSON *r = t->pending_result;
+			t->pending_result = NULL;
+			finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
+			done = 1;
+		}
+	}
+	if (done && ts->sv->persist && persist_commit(ts->sv->persist) < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, NULL, "could not store the results of jobs ended at shutdown");
+}
+
 void tasks_free(struct tasks *ts)
 {
 	if (!ts)
 		return;
+	end_jobs(ts);
 	for (struct task *t = ts->head, *n; t; t = n) {
 		n = t->next;
 		if (t->job)
@@ -668,6 +693,11 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 	cJSON_Delete(t->pending_result);
 	t->pending_result = r;
 	t->pending_result_mcp = mcp != NULL;
+	free(t->progress_msg);
+	t->progress_msg = strdup("The job has sent its result; the task completes once the job has exited.");
+	t->progress_seq++;
+	touch(t);
+	notify(ts, t, TASK_EV_PROGRESS);
 	if (t->job)
 		job_kill_after(t->job, (long)(ts->sv->cfg->server.cancel_grace_seconds * 1000.0));
 	return 0;

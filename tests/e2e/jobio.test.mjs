@@ -109,6 +109,34 @@ describe('job frames and output', () => {
 	});
 });
 
+describe('a result from a job that lingers', () => {
+	it('is kept when the server stops before the job exits', async () => {
+		const w = writeConfig({ tools: [freeTool('linger')], server: { cancelGraceSeconds: 30 } });
+		const raw = new RawServer({ cfgPath: w.cfgPath, stateDir: w.stateDir });
+		try {
+			await raw.initialize();
+			const h = rawToolResult(await raw.request('c', 'tools/call', { name: 'linger', arguments: {
+				mode: 'send', mark: marker('linger'), frames: [{ type: 'result', value: { kept: true } }] } }));
+			const id = h.structuredContent.taskId;
+			let n = 0;
+			await until(async () => {
+				const g = await raw.request(`g${n++}`, 'tools/call', { name: 'durable_task_get', arguments: { taskId: id } });
+				const t = g.result.structuredContent;
+				assert.equal(t.status, 'working', JSON.stringify(t));
+				return /sent its result/.test(t.progress?.message ?? '');
+			}, 20000, 'the result to arrive');
+			await closeRaw(raw);
+			const show = spawnSync(BIN, ['show', id, '--state', w.stateDir], { encoding: 'utf8', timeout: 20000 });
+			assert.equal(show.status, 0, show.stderr);
+			assert.match(show.stdout, /status\s+completed/);
+			assert.match(show.stdout, /"kept":\s*true/);
+		} finally {
+			await raw.kill();
+			fs.rmSync(w.dir, { recursive: true, force: true });
+		}
+	});
+});
+
 describe('job results forwarded to clients', () => {
 	let srv;
 	before(async () => {
