@@ -88,12 +88,13 @@ describe('job frames and output', () => {
 		await srv.client.callTool({ name: 'durable_task_cancel', arguments: { taskId: h.taskId } });
 	});
 
-	it('a job\'s hellos are answered at a bounded rate, big start frames counted in bytes', async () => {
+	it('a job\'s hellos are answered at a bounded rate, big start frames counted in bytes', async (ctx) => {
 		const small = await run('hellos', { count: 200, ms: 1000 });
 		assert.equal(small.status, 'completed', JSON.stringify(small));
 		assert.ok(small.result.starts >= 1 && small.result.starts <= 60, `small start frames in 1 s: ${small.result.starts}`);
 		const big = await run('hellos', { count: 200, ms: 1000, ckptBytes: 1 << 20 }, 30000);
 		assert.equal(big.status, 'completed', JSON.stringify(big.error ?? big.status));
+		ctx.diagnostic(`start frames for 200 hellos within 1 s: ${small.result.starts} small, ${big.result.starts} of 1 MiB`);
 		assert.ok(big.result.starts >= 1 && big.result.starts <= 25, `1 MiB start frames in 1 s: ${big.result.starts}`);
 	});
 
@@ -218,7 +219,7 @@ describe('forkpoint call and task-handle lookalikes', () => {
 });
 
 describe('log frames', () => {
-	it('go to the task log within logMaxBytes; stderr and clients get a rate-limited summary', async () => {
+	it('go to the task log within logMaxBytes; stderr and clients get a rate-limited summary', async (ctx) => {
 		const { dir, cfgPath, stateDir } = writeConfig({
 			tools: [freeTool('logs', { mode: 'sync' })], server: { logMaxBytes: 4096 },
 		});
@@ -234,6 +235,7 @@ describe('log frames', () => {
 			assert.equal(res.structuredContent.logged, true, JSON.stringify(res));
 			const jobLogs = raw.messages.slice(from).filter((m) => m.method === 'notifications/message' &&
 				/^job: /.test(m.params?.data?.message ?? ''));
+			ctx.diagnostic(`3000 error-level log frames: ${jobLogs.length} notifications/message, ${raw.stderr.length} bytes on stderr`);
 			assert.ok(jobLogs.length >= 1 && jobLogs.length <= 3, `job log notifications: ${jobLogs.length}`);
 			assert.ok(jobLogs.every((m) => m.params.level === 'warning'), 'capped at warning');
 			const jobLines = raw.stderr.split('\n').filter((l) => l.includes('msg="job: '));
@@ -309,7 +311,7 @@ describe('a client that stops reading', () => {
 		assert.ok(r, JSON.stringify(resp));
 	});
 
-	it('the server stops taking requests while its output queue is full, then answers them all', async () => {
+	it('the server stops taking requests while its output queue is full, then answers them all', async (ctx) => {
 		const N = 100;
 		const base = vm(raw.proc.pid, 'VmHWM'), rss = vm(raw.proc.pid, 'VmRSS');
 		raw.proc.stdout.pause();
@@ -324,6 +326,7 @@ describe('a client that stops reading', () => {
 		for (let i = 0; i < N; i++)
 			await raw.response(`g${i}`, { from, timeoutMs: 60000 });
 		const grown = vm(raw.proc.pid, 'VmHWM') - base;
+		ctx.diagnostic(`peak memory grew by ${(grown / 1048576).toFixed(1)} MiB for ${N} answers of ~1 MiB to a client that stopped reading`);
 		assert.ok(grown < (64 << 20), `peak memory grew by ${(grown / 1048576).toFixed(1)} MiB for ${N} answers of ~1 MiB`);
 		assert.deepEqual(raw.badLines, []);
 		assert.deepEqual((await raw.request('p', 'ping')).result, {});
