@@ -5,8 +5,11 @@
  * fp_open_shared(): whole frames only, nothing left half-read for the next run.  Data that
  * came with the first start frame (arguments, checkpoint) is fetched again with a hello.
  *
- * Exit status: 0 ok, 1 failure, 2 usage, 3 the task was cancelled.  Any command that notices
- * a cancel exits 3 after doing its work, so a `set -e` script stops promptly. */
+ * Exit status: 0 ok, 1 failure, 2 usage, 3 the task was cancelled, 4 (restore only) no
+ * checkpoint.  Any command that notices a cancel exits 3 after doing its work, so a `set -e`
+ * script stops promptly.  "No checkpoint" has its own status because 1 also covers "the
+ * supervisor is gone", after which a script must stop: starting over would redo steps that
+ * another attempt resumes. */
 #include "forkpoint.h"
 #include "wire.h"
 
@@ -18,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3 };
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_CANCELLED = 3, EXIT_NO_CHECKPOINT = 4 };
 
 static const char usage_text[] =
 	"usage: forkpoint-job COMMAND [ARG...]\n"
@@ -27,7 +30,7 @@ static const char usage_text[] =
 	"\n"
 	"  progress FRACTION [MESSAGE...]   report progress; FRACTION 0..1, or - for none\n"
 	"  checkpoint < FILE                save stdin as the checkpoint, wait until durable\n"
-	"  restore > FILE                   print the checkpoint; exit 1 (no output) if none\n"
+	"  restore > FILE                   print the checkpoint; exit 4 (no output) if none\n"
 	"  ask [--id ID] PROMPT [CHOICE...] ask and print the answer\n"
 	"  result JSON                      finish with a JSON result (- reads stdin)\n"
 	"  result-mcp JSON                  finish with an MCP CallToolResult (- reads stdin)\n"
@@ -35,12 +38,18 @@ static const char usage_text[] =
 	"                                   finish with a failure\n"
 	"  log LEVEL MESSAGE...             log line; LEVEL debug|info|notice|warning|error\n"
 	"  args                             print the task's arguments as JSON\n"
-	"  cancelled                        exit 0 if the task was cancelled, 1 if not\n"
+	"  cancelled                        exit 0 if the job should stop (cancelled, or the\n"
+	"                                   supervisor is gone), 1 if not\n"
 	"  --help                           this text\n"
 	"\n"
-	"Exit status: 0 ok, 1 failure, 2 usage, 3 cancelled (any command that sees a cancel).\n"
+	"Exit status: 0 ok, 1 failure, 2 usage, 3 cancelled (any command that sees a cancel),\n"
+	"4 no checkpoint (restore).  Status 1 includes \"the supervisor is gone\": the job must\n"
+	"then stop, since another attempt resumes from the last checkpoint.  The safe idiom:\n"
+	"\n"
+	"  step=$(forkpoint-job restore) || case $? in 4) step=0 ;; *) exit 1 ;; esac\n"
+	"\n"
 	"Without FORKPOINT_FD (run by hand) commands describe what they would do on stderr\n"
-	"and succeed; ask answers its first choice.\n";
+	"and succeed; ask answers its first choice, restore finds no checkpoint (exit 4).\n";
 
 __attribute__((format(printf, 1, 2)))
 static int usage_error(const char *fmt, ...)
@@ -59,6 +68,10 @@ static int fail_errno(const char *what, int rc)
 	if (rc == -ECANCELED) {
 		fprintf(stderr, "forkpoint-job: %s: the task was cancelled\n", what);
 		return EXIT_CANCELLED;
+	}
+	if (rc == -EPIPE) {
+		fprintf(stderr, "forkpoint-job: %s: the supervisor is gone; stop this job\n", what);
+		return EXIT_FAIL;
 	}
 	fprintf(stderr, "forkpoint-job: %s: %s\n", what, strerror(-rc));
 	return EXIT_FAIL;
@@ -189,13 +202,15 @@ static int cmd_restore(fp_job *job, int argc, char **argv)
 		return usage_error("restore: unexpected argument '%s'", argv[0]);
 	if (fp_detached(job)) {
 		fprintf(stderr, "forkpoint-job: restore: no checkpoint (not running under forkpoint)\n");
-		return EXIT_FAIL;
+		return EXIT_NO_CHECKPOINT;
 	}
-	int rc = fp_refresh(job);
+	/* A shared handle has no current start frame, so this asks for one: only the answer
+	 * can say "none"; a lost connection is a failure. */
+	int rc = fp_restore(job, &data, &len);
+	if (rc == -ENOENT)
+		return EXIT_NO_CHECKPOINT;
 	if (rc < 0)
 		return fail_errno("restore", rc);
-	if (fp_restore(job, &data, &len) < 0)
-		return EXIT_FAIL;
 	rc = wire_write_full(STDOUT_FILENO, data, len);
 	if (rc < 0)
 		return fail_errno("restore: writing stdout", rc);
@@ -361,8 +376,11 @@ static int cmd_cancelled(fp_job *job, int argc, char **argv)
 	if (fp_cancelled(job))
 		return EXIT_OK;
 	int rc = fp_refresh(job);
-	if (rc < 0)
-		return fail_errno("cancelled", rc);
+	if (rc < 0) {
+		/* "Not cancelled" would tell the script to carry on without a supervisor. */
+		fail_errno("cancelled", rc);
+		return EXIT_OK;
+	}
 	return fp_cancelled(job) ? EXIT_OK : EXIT_FAIL;
 }
 
@@ -387,6 +405,11 @@ int main(int argc, char **argv)
 
 	fp_job *job = fp_open_shared();
 	if (!job) {
+		if (errno == EPIPE) {
+			fprintf(stderr, "forkpoint-job: %s: the supervisor is gone; stop this job\n", cmd);
+			/* For `cancelled`, 0 is the answer that stops the script. */
+			return strcmp(cmd, "cancelled") == 0 ? EXIT_OK : EXIT_FAIL;
+		}
 		fprintf(stderr, "forkpoint-job: cannot talk to forkpoint (FORKPOINT_FD=%s): %s\n",
 			getenv("FORKPOINT_FD") ? getenv("FORKPOINT_FD") : "", strerror(errno));
 		return EXIT_FAIL;

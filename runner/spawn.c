@@ -134,6 +134,99 @@ static void init_main(pid_t job, int statusfd)
 	}
 }
 
+/* Close every fd but the n (at most 4) in keep. */
+static void close_all_but(int *keep, int n)
+{
+	for (int i = 1; i < n; i++)      /* insertion sort: n is tiny */
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int x = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = x;
+		}
+	unsigned lo = 0;
+	for (int i = 0; i < n; i++) {
+		if ((unsigned)keep[i] > lo)
+			syscall(SYS_close_range, lo, (unsigned)keep[i] - 1, 0U);
+		lo = (unsigned)keep[i] + 1;
+	}
+	syscall(SYS_close_range, lo, ~0U, 0U);
+}
+
+/* The job's end as the keeper saw it, for spawn_read_status(). */
+static void keeper_report(int statusfd, int st, const struct rusage *ru)
+{
+	struct spawn_status s;
+	memset(&s, 0, sizeof s);
+	s.exited = WIFEXITED(st);
+	s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
+	s.cpu_ms = (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
+	           (ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) / 1000;
+	(void)!write(statusfd, &s, sizeof s);
+}
+
+/* Without a PID namespace, the keeper: our direct child, the leader of the job's process group
+ * and the job's parent.  The parent-death signal reaches only the process it is set in, so
+ * without a keeper the children of a job (under profile none) would outlive a supervisor that
+ * died, still at work beside the attempt that resumes their task.  The keeper waits on two
+ * pidfds: when the job ends it reports the job's status like an init; when the supervisor ends
+ * (or poll fails and it cannot tell) it stops waiting.  Either way it then SIGKILLs its process
+ * group, itself included: the same tree the supervisor kills when a job ends or is cancelled. */
+static void keeper_main(pid_t job, int jobfd, int statusfd, int ppidfd)
+{
+	int keep[3] = { jobfd, statusfd, ppidfd };
+	close_all_but(keep, 3);
+	/* The job may signal its own group (`kill 0`, a shell's exit trap): that must not end the
+	 * keeper, or its parent-death kill would take the job down with it. */
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
+			signal(s, SIG_IGN);
+	struct pollfd pf[2] = { { .fd = ppidfd, .events = POLLIN }, { .fd = jobfd, .events = POLLIN } };
+	for (;;) {
+		int n = poll(pf, 2, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || pf[0].revents)
+			break;
+		int st;
+		struct rusage ru;
+		pid_t p = pf[1].revents ? wait4(job, &st, WNOHANG, &ru) : 0;
+		if (p == job) {
+			keeper_report(statusfd, st, &ru);
+			break;
+		}
+		if (p < 0 && errno != EINTR)
+			break;
+	}
+	kill(0, SIGKILL);
+	_exit(127);
+}
+
+/* The first child becomes the job's keeper; the job is its child, in its process group (no
+ * setsid: the group is what the keeper and the supervisor kill). */
+static void run_keeper(const struct spawn_req *r, int errfd, int statusfd, int ppidfd)
+{
+	/* The keeper must outlive the supervisor long enough to kill the group: from here on
+	 * the pidfd tells it of the supervisor's death, even of one that already happened. */
+	if (prctl(PR_SET_PDEATHSIG, 0) < 0)
+		report(errfd, "pdeathsig", errno, NULL);
+	pid_t self = (pid_t)syscall(SYS_getpid);
+	int jobfd = -1;
+	pid_t job = spawn_clone(0, -1, &jobfd);
+	if (job < 0)
+		report(errfd, "fork", -job, "of the job under its keeper");
+	if (job == 0) {
+		close(statusfd);
+		close(ppidfd);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+			report(errfd, "pdeathsig", errno, NULL);
+		if (getppid() != self)
+			report(errfd, "pdeathsig", ESRCH, "keeper exited during spawn");
+		exec_job(r, errfd);
+	}
+	close(errfd);
+	keeper_main(job, jobfd, statusfd, ppidfd);
+}
+
 static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd, pid_t ppid)
 {
 	const struct sandbox_job *sj = r->sandbox;
@@ -160,6 +253,7 @@ static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd
 	/* Move the job's fds above 3 first, so placing them at 0..3 never clobbers one another. */
 	errfd = lift(errfd, errfd);
 	statusfd = lift(statusfd, errfd);
+	ppidfd = lift(ppidfd, errfd);
 	int src[3] = { r->fd_stdin, r->fd_out, r->fd_sock };
 	int hi[3];
 	for (int i = 0; i < 3; i++) {
@@ -202,6 +296,8 @@ static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd
 		close(errfd);
 		init_main((pid_t)job, statusfd);
 	}
+	if (statusfd >= 0)
+		run_keeper(r, errfd, statusfd, ppidfd);
 	exec_job(r, errfd);
 }
 
@@ -226,16 +322,25 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 	const struct sandbox_job *sj = r->sandbox;
 	int pidns = sj && sandbox_job_pidns(sj);
 
-	if (pipe2(ep, O_CLOEXEC) < 0 || (pidns && pipe2(sp, O_CLOEXEC) < 0)) {
+	/* The status pipe carries the job's end from an init or, without a PID namespace, from
+	 * the keeper. */
+	if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
 		rc = -errno;
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
 	}
 	pid_t parent = getpid();
-	if (pidns && (ppidfd = (int)syscall(SYS_pidfd_open, parent, 0)) < 0) {
+	if ((ppidfd = (int)syscall(SYS_pidfd_open, parent, 0)) < 0 && pidns) {
 		rc = -errno;
 		snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
 		goto fail;
+	}
+	/* The keeper waits on that pidfd: a kernel without pidfd_open (before 5.3) gets none, and
+	 * there the job alone has the parent-death signal. */
+	if (ppidfd < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		sp[0] = sp[1] = -1;
 	}
 	pid = spawn_clone(sj ? sandbox_job_clone_flags(sj) : 0, sj ? sandbox_job_cgroup_fd(sj) : -1,
 	                  &pidfd);

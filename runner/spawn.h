@@ -13,6 +13,14 @@
  * and the job itself keeps ordinary signal semantics (it is not PID 1: SIGXCPU, SIGXFSZ and
  * friends still kill it).
  *
+ * Without a PID namespace (profile none) the first child is the job's keeper: the leader of
+ * the job's process group and the job's parent.  It reports the job's end the same way, and
+ * when the supervisor dies (its pidfd says so) it SIGKILLs the group, so a job's children do
+ * not outlive the supervisor either; processes that left the group (setsid) are not covered.
+ * The job has the parent-death signal (SIGKILL) towards its init or keeper, checked against
+ * the race with that parent's death; an init has it towards the supervisor, while the keeper
+ * watches the supervisor's pidfd instead (it must outlive the supervisor to kill the group).
+ *
  * A failure anywhere in a child is reported back through a close-on-exec pipe with the step and
  * errno, and the child exits 127; so spawn_start() either returns a running, exec'd process or
  * an error message, never a half-started child. */
@@ -39,9 +47,10 @@ struct spawn_req {
 };
 
 struct spawn_proc {
-	pid_t pid;                  /* our child: the job, or the init of its PID namespace */
+	pid_t pid;                  /* our child: the init of the job's PID namespace, the job's
+	                               keeper, or (a kernel without pidfd_open) the job itself */
 	int pidfd;                  /* O_CLOEXEC */
-	int statusfd;               /* -1, or (with an init) where the job's status arrives */
+	int statusfd;               /* -1, or (init or keeper) where the job's status arrives */
 	int execfd;                 /* async only: readable when the job has exec'd (EOF) or failed
 	                               (a report); O_CLOEXEC|O_NONBLOCK; -1 when not async */
 };

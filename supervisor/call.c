@@ -15,16 +15,20 @@
 #include <cJSON.h>
 #include "facade.h"
 #include "jsonrpc.h"
+#include "termsafe.h"
 #include "wire.h"
 
 static const char usage_call[] =
-	"usage: forkpoint call TOOL ['JSON'] --config FILE [--state DIR]\n"
-	"       forkpoint call --task ID --config FILE [--state DIR]\n"
+	"usage: forkpoint call TOOL ['JSON'] --config FILE [--state DIR] [--raw]\n"
+	"       forkpoint call --task ID --config FILE [--state DIR] [--raw]\n"
 	"\n"
 	"Runs TOOL with the JSON arguments through a real MCP session with forkpoint mcp,\n"
 	"showing progress, asking the job's questions here, and printing the result as JSON.\n"
 	"--task ID follows a task that already exists (e.g. one interrupted by a crash).\n"
-	"Ctrl-C cancels the task.  Exit status: 0 completed, 1 failed or cancelled, 130 after Ctrl-C.\n";
+	"Ctrl-C cancels the task.  Exit status: 0 completed, 1 failed or cancelled, 130 after Ctrl-C.\n"
+	"Text from the job (progress, questions, messages, the result) is shown with control\n"
+	"characters escaped, the result JSON with JSON escapes (it parses to the same value);\n"
+	"--raw prints it as it is.\n";
 
 struct client {
 	pid_t pid;
@@ -32,6 +36,7 @@ struct client {
 	struct wbuf in;        /* bytes read, not yet split into lines */
 	long next_id;
 	int tty;               /* stderr is a terminal: draw a bar */
+	int raw;               /* --raw: job text as it is, not escaped */
 	int bar_shown;
 	char last_msg[512];
 };
@@ -116,6 +121,22 @@ static char *read_line(struct client *c, int timeout_ms)
 	}
 }
 
+/* Text from the server, and so perhaps from a job, made safe for the terminal unless --raw
+ * (one line: newlines are escaped too).  malloc'd; NULL when out of memory. */
+static char *shown(const struct client *c, const char *s)
+{
+	return c->raw ? strdup(s ? s : "") : termsafe_str(s, 0);
+}
+
+/* fputs of before, s as shown(), after. */
+static void put_shown(const struct client *c, FILE *f, const char *before, const char *s,
+		      const char *after)
+{
+	char *t = shown(c, s);
+	fprintf(f, "%s%s%s", before, t ? t : "?", after);
+	free(t);
+}
+
 static void clear_bar(struct client *c)
 {
 	if (c->tty && c->bar_shown) {
@@ -128,23 +149,28 @@ static void show_progress(struct client *c, double fraction, const char *msg)
 {
 	if (!msg)
 		msg = "";
+	char *safe = shown(c, msg);
+	const char *m = safe ? safe : "?";
 	if (c->tty) {
 		char bar[41];
 		int filled = fraction >= 0 ? (int)(fraction * 40 + 0.5) : 0;
 		for (int i = 0; i < 40; i++)
 			bar[i] = i < filled ? '#' : '.';
 		bar[40] = 0;
+		if (safe)
+			termsafe_cut(safe, 60);   /* whole characters only */
 		if (fraction >= 0)
-			fprintf(stderr, "\r\033[K[%s] %3d%%  %.60s", bar, (int)(fraction * 100 + 0.5), msg);
+			fprintf(stderr, "\r\033[K[%s] %3d%%  %s", bar, (int)(fraction * 100 + 0.5), m);
 		else
-			fprintf(stderr, "\r\033[K[%s]  %.60s", bar, msg);
+			fprintf(stderr, "\r\033[K[%s]  %s", bar, m);
 		c->bar_shown = 1;
 	} else if (strcmp(msg, c->last_msg) != 0) {
 		if (fraction >= 0)
-			fprintf(stderr, "progress %3d%% %s\n", (int)(fraction * 100 + 0.5), msg);
+			fprintf(stderr, "progress %3d%% %s\n", (int)(fraction * 100 + 0.5), m);
 		else
-			fprintf(stderr, "progress %s\n", msg);
+			fprintf(stderr, "progress %s\n", m);
 	}
+	free(safe);
 	snprintf(c->last_msg, sizeof c->last_msg, "%s", msg);
 	fflush(stderr);
 }
@@ -224,11 +250,15 @@ static const cJSON *structured(const cJSON *resp)
 	return cJSON_GetObjectItem(cJSON_GetObjectItem(resp, "result"), "structuredContent");
 }
 
-static void print_json(const cJSON *v)
+/* JSON on stdout; its strings made safe for the terminal with JSON's own escapes unless
+ * --raw, so a program reading it gets the same value either way. */
+static void print_json(const struct client *c, const cJSON *v)
 {
 	char *s = cJSON_Print(v);
-	if (s)
-		printf("%s\n", s);
+	char *safe = s && !c->raw ? termsafe_str(s, TERMSAFE_JSON | TERMSAFE_TEXT) : NULL;
+	if (c->raw ? s != NULL : safe != NULL)
+		printf("%s\n", c->raw ? s : safe);
+	free(safe);
 	free(s);
 	fflush(stdout);
 }
@@ -245,13 +275,13 @@ static char *ask_user(struct client *c, const cJSON *req)
 	char line[1024];
 	char *answer = NULL;
 	for (int tries = 0; tries < 5 && !answer; tries++) {
-		fprintf(out, "? %s", cJSON_IsString(prompt) ? prompt->valuestring : "(no prompt)");
+		put_shown(c, out, "? ", cJSON_IsString(prompt) ? prompt->valuestring : "(no prompt)", "");
 		if (cJSON_IsArray(choices)) {
 			fputs(" [", out);
 			const cJSON *ch;
 			int first = 1;
 			cJSON_ArrayForEach(ch, choices) {
-				fprintf(out, "%s%s", first ? "" : "/", cJSON_IsString(ch) ? ch->valuestring : "?");
+				put_shown(c, out, first ? "" : "/", cJSON_IsString(ch) ? ch->valuestring : "?", "");
 				first = 0;
 			}
 			fputs("]", out);
@@ -310,7 +340,7 @@ static int drive(struct client *c, const char *tool, cJSON *args, const char *ex
 	}
 	const cJSON *err = cJSON_GetObjectItem(resp, "error");
 	if (err) {
-		fprintf(stderr, "forkpoint: %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(err, "message")));
+		put_shown(c, stderr, "forkpoint: ", cJSON_GetStringValue(cJSON_GetObjectItem(err, "message")), "\n");
 		cJSON_Delete(resp);
 		return 1;
 	}
@@ -323,14 +353,14 @@ static int drive(struct client *c, const char *tool, cJSON *args, const char *ex
 		/* A sync tool (or a failure before any task): the answer is the result. */
 		clear_bar(c);
 		const cJSON *r = cJSON_GetObjectItem(resp, "result");
-		print_json(sc ? sc : r);
+		print_json(c, sc ? sc : r);
 		int bad = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
 		cJSON_Delete(resp);
 		return bad ? 1 : 0;
 	}
 	snprintf(id, sizeof id, "%s", task->valuestring);
 	cJSON_Delete(resp);
-	fprintf(stderr, "task %s started\n", id);
+	put_shown(c, stderr, "task ", id, " started\n");
 	return poll_task(c, id);
 }
 
@@ -340,7 +370,7 @@ static int poll_task(struct client *c, const char *id)
 	for (;;) {
 		if (interrupted) {
 			clear_bar(c);
-			fprintf(stderr, "forkpoint: interrupted; cancelling task %s\n", id);
+			put_shown(c, stderr, "forkpoint: interrupted; cancelling task ", id, "\n");
 			cJSON_Delete(facade(c, "durable_task_cancel", id, NULL));
 			return 130;
 		}
@@ -350,7 +380,7 @@ static int poll_task(struct client *c, const char *id)
 		const cJSON *e = cJSON_GetObjectItem(v, "error");
 		if (st && strcmp(st, "failed") == 0 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(g, "result"), "isError"))) {
 			clear_bar(c);
-			fprintf(stderr, "forkpoint: %s\n", cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")));
+			put_shown(c, stderr, "forkpoint: ", cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")), "\n");
 			cJSON_Delete(g);
 			return 1;
 		}
@@ -373,7 +403,7 @@ static int poll_task(struct client *c, const char *id)
 		} else if (strcmp(st, "input_required") == 0) {
 			char *a = ask_user(c, cJSON_GetObjectItem(v, "inputRequest"));
 			if (!a) {
-				fprintf(stderr, "forkpoint: no answer given; cancelling task %s\n", id);
+				put_shown(c, stderr, "forkpoint: no answer given; cancelling task ", id, "\n");
 				cJSON_Delete(facade(c, "durable_task_cancel", id, NULL));
 				cJSON_Delete(g);
 				return 1;
@@ -386,11 +416,12 @@ static int poll_task(struct client *c, const char *id)
 				show_progress(c, 1.0, "done");
 				if (c->tty)
 					fputc('\n', stderr);
-				print_json(cJSON_GetObjectItem(v, "result"));
+				print_json(c, cJSON_GetObjectItem(v, "result"));
 				rc = 0;
 			} else {
-				fprintf(stderr, "task %s %s\n", id, st);
-				print_json(v);
+				put_shown(c, stderr, "task ", id, " ");
+				put_shown(c, stderr, "", st, "\n");
+				print_json(c, v);
 			}
 			cJSON_Delete(g);
 			return rc;
@@ -406,6 +437,7 @@ int call_main(int argc, char **argv)
 {
 	const char *tool = NULL, *json = NULL, *config = getenv("FORKPOINT_CONFIG"), *state = NULL;
 	const char *existing = NULL;
+	int raw = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(usage_call, stdout);
@@ -416,6 +448,8 @@ int call_main(int argc, char **argv)
 			state = argv[++i];
 		} else if (strcmp(argv[i], "--task") == 0 && i + 1 < argc) {
 			existing = argv[++i];
+		} else if (strcmp(argv[i], "--raw") == 0) {
+			raw = 1;
 		} else if (argv[i][0] == '-' && argv[i][1] == '-') {
 			fprintf(stderr, "forkpoint: call: unknown option '%s'\n\n%s", argv[i], usage_call);
 			return 2;
@@ -442,6 +476,7 @@ int call_main(int argc, char **argv)
 	struct client c;
 	memset(&c, 0, sizeof c);
 	c.tty = isatty(2);
+	c.raw = raw;
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);

@@ -1,5 +1,6 @@
 /* supervisor/log.c — see log.h. */
 #include "log.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -54,10 +55,16 @@ void fplog(const struct fplog *lg, enum fplog_level lv, const char *task, const 
 		"%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s%s%s msg=\"",
 		tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
 		ts.tv_nsec / 1000000, fplog_level_name(lv), task ? " task=" : "", task ? task : "");
-	/* Escape so one event is always one line, whatever a job put in its message. */
+	/* Escape so one event is always one line, whatever a job put in its message, and so that
+	 * nothing in it can drive a terminal (C1 and bidi controls, invalid UTF-8 included). */
+	const char *end = msg + strlen(msg);
 	for (const char *p = msg; *p && n < sizeof line - 8; p++) {
 		unsigned char c = (unsigned char)*p;
-		if (c == '"' || c == '\\') {
+		if (c >= 0x80) {
+			size_t used;
+			n += termsafe_char(p, (size_t)(end - p), 0, line + n, &used);
+			p += used - 1;
+		} else if (c == '"' || c == '\\') {
 			line[n++] = '\\';
 			line[n++] = (char)c;
 		} else if (c == '\n') {

@@ -17,6 +17,7 @@
 #include "journal.h"
 #include "persist.h"
 #include "tasks.h"
+#include "termsafe.h"
 #include "wire.h"
 
 char *ops_default_state_dir(void)
@@ -88,6 +89,29 @@ static void view_close(struct view *v)
 	memset(v, 0, sizeof *v);
 }
 
+/* --raw, for the commands that print what jobs wrote: taken out of the arguments (a value
+ * of --state excepted); 1 if it was there. */
+static int take_raw(int *argc, char **argv)
+{
+	int raw = 0, n = 0;
+	for (int i = 0; i < *argc; i++) {
+		if (strcmp(argv[i], "--raw") == 0 && !(i > 0 && strcmp(argv[i - 1], "--state") == 0)) {
+			raw = 1;
+			continue;
+		}
+		argv[n++] = argv[i];
+	}
+	*argc = n;
+	return raw;
+}
+
+/* What a job or a client controls, made safe for the terminal unless --raw (one line:
+ * newlines and tabs are escaped too).  malloc'd; NULL when out of memory. */
+static char *shown(const char *s, int raw)
+{
+	return raw ? strdup(s ? s : "") : termsafe_str(s, 0);
+}
+
 static int parse_common(int argc, char **argv, const char **state, const char **id, int *follow,
                         int *repair, const char *usage)
 {
@@ -147,8 +171,10 @@ static void bar(const struct task *t, char *out, size_t n)
 
 int ops_ls(int argc, char **argv)
 {
-	static const char usage[] = "usage: forkpoint ls [--state DIR]\n\nTasks, newest first: id, tool, status, progress, age.\n";
+	static const char usage[] = "usage: forkpoint ls [--state DIR] [--raw]\n\nTasks, newest first: id, tool, status, progress, age.\n"
+		"Text from the journal is shown with control characters escaped; --raw prints it as it is.\n";
 	const char *state = NULL;
+	int raw = take_raw(&argc, argv);
 	int rc = parse_common(argc, argv, &state, NULL, NULL, NULL, usage);
 	if (rc)
 		return rc == 1 ? 0 : rc;
@@ -160,7 +186,11 @@ int ops_ls(int argc, char **argv)
 		char b[32], a[16];
 		bar(t, b, sizeof b);
 		age(t->created_ms, a, sizeof a);
-		printf("%-32s  %-20.20s  %-14s  %-16s  %s\n", t->id, t->tool_name, task_status_name(t->status), b, a);
+		char *id = shown(t->id, raw), *tool = shown(t->tool_name, raw);
+		printf("%-32s  %-20s  %-14s  %-16s  %s\n", id ? id : "?", tool ? termsafe_cut(tool, 20) : "?",
+		       task_status_name(t->status), b, a);
+		free(id);
+		free(tool);
 	}
 	view_close(&v);
 	return 0;
@@ -187,6 +217,7 @@ static struct task *lookup(struct view *v, const char *id)
 
 struct timeline {
 	const char *want;    /* id or prefix */
+	int raw;             /* --raw: job text as it is */
 	char *lines;
 	size_t len, cap;
 };
@@ -216,7 +247,7 @@ static void tap(void *arg, int type, const char *id, const msgpack_object *m)
 	int64_t at = 0;
 	if (frame_get_int(m, "at", &at) < 0)
 		frame_get_int(m, "updated", &at);
-	char ts[64], line[600], detail[400] = "";
+	char ts[64], line[1700], detail[400] = "";
 	facade_iso_time(at, ts);
 	const char *s;
 	size_t n;
@@ -231,28 +262,98 @@ static void tap(void *arg, int type, const char *id, const msgpack_object *m)
 		snprintf(detail, sizeof detail, "question %.*s", (int)(n > 100 ? 100 : n), s);
 	else if (type == REC_FINISH && frame_get_str(m, "status", &s, &n) == 0)
 		snprintf(detail, sizeof detail, "%.*s", (int)(n > 30 ? 30 : n), s);
-	snprintf(line, sizeof line, "  %s  %-10s %s\n", ts, persist_type_name(type), detail);
+	/* The details are the job's words: one line each, whatever they hold. */
+	char *d = shown(detail, tl->raw);
+	snprintf(line, sizeof line, "  %s  %-10s %s\n", ts, persist_type_name(type), d ? d : "?");
+	free(d);
 	tl_add(tl, line);
 }
 
-static void print_kv_json(const char *k, const cJSON *v)
+/* key, then the value as indented JSON, its strings made safe for the terminal unless raw
+ * (the escapes are JSON's own, so the text still parses to the same value). */
+static void print_kv_json(const char *k, const cJSON *v, int raw)
 {
 	char *s = cJSON_Print(v);
-	printf("%-12s %s\n", k, s ? s : "null");
+	char *safe = s && !raw ? termsafe_str(s, TERMSAFE_JSON | TERMSAFE_TEXT) : NULL;
+	printf("%-12s %s\n", k, raw && s ? s : safe ? safe : "null");
+	free(safe);
 	free(s);
+}
+
+/* key, then a one-line value that a job or client controls. */
+static void print_kv(const char *k, const char *prefix, const char *v, int raw)
+{
+	char *s = shown(v, raw);
+	printf("%-12s %s%s\n", k, prefix, s ? s : "?");
+	free(s);
+}
+
+/* Everything `show` prints about one task but its timeline. */
+static void show_task(const struct view *v, const struct task *t, int raw)
+{
+	char ts[64];
+	print_kv("task", "", t->id, raw);
+	print_kv("tool", "", t->tool_name, raw);
+	printf("%-12s %s\n", "status", task_status_name(t->status));
+	printf("%-12s %d%s\n", "attempt", t->attempt, t->retries_used ? " (after retries)" : "");
+	facade_iso_time(t->created_ms, ts);
+	printf("%-12s %s\n", "created", ts);
+	facade_iso_time(t->updated_ms, ts);
+	printf("%-12s %s\n", "updated", ts);
+	if (t->progress_msg || t->fraction >= 0) {
+		char b[40];
+		bar(t, b, sizeof b - 1);
+		strcat(b, " ");
+		print_kv("progress", b, t->progress_msg ? t->progress_msg : "", raw);
+	}
+	if (t->checkpoint || t->checkpoint_blob[0]) {
+		/* Read-only views do not load blobs: take a blob's size from the file. */
+		size_t len = t->checkpoint_len;
+		struct stat bst;
+		char bpath[4400];
+		snprintf(bpath, sizeof bpath, "%s/blobs/%.2s/%s", v->sv.state_dir, t->checkpoint_blob, t->checkpoint_blob);
+		if (t->checkpoint_blob[0] && stat(bpath, &bst) == 0)
+			len = (size_t)bst.st_size;
+		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
+		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
+	}
+	if (t->question_id) {
+		char *qid = shown(t->question_id, raw);
+		char pre[300];
+		snprintf(pre, sizeof pre, "[%.280s] ", qid ? qid : "?");
+		free(qid);
+		print_kv("question", pre, t->question_prompt ? t->question_prompt : "", raw);
+		if (t->question_choices)
+			print_kv_json("choices", t->question_choices, raw);
+	}
+	print_kv_json("arguments", t->args, raw);
+	if (t->sandbox)
+		print_kv_json("sandbox", t->sandbox, raw);
+	if (t->artifacts)
+		print_kv_json("artifacts", t->artifacts, raw);
+	if (t->result)
+		print_kv_json("result", t->result, raw);
+	if (t->error)
+		print_kv_json("error", t->error, raw);
+	if (TASK_TERMINAL(t->status)) {
+		facade_iso_time(t->expires_ms, ts);
+		printf("%-12s %s\n", "expires", ts);
+	}
 }
 
 int ops_show(int argc, char **argv)
 {
-	static const char usage[] = "usage: forkpoint show TASK [--state DIR]\n\n"
+	static const char usage[] = "usage: forkpoint show TASK [--state DIR] [--raw]\n\n"
 		"One task: status, progress, question, result or error, and its event timeline.\n"
-		"TASK is an id or a unique prefix of at least 4 characters.\n";
+		"TASK is an id or a unique prefix of at least 4 characters.  Text that jobs and\n"
+		"clients wrote is shown with control characters escaped; --raw prints it as it is.\n";
 	const char *state = NULL, *id = NULL;
+	int raw = take_raw(&argc, argv);
 	int rc = parse_common(argc, argv, &state, &id, NULL, NULL, usage);
 	if (rc)
 		return rc == 1 ? 0 : rc;
 	struct view v;
-	struct timeline tl = { .want = id };
+	struct timeline tl = { .want = id, .raw = raw };
 	if (view_open(&v, state, tap, &tl) < 0) {
 		free(tl.lines);
 		return 1;
@@ -265,49 +366,7 @@ int ops_show(int argc, char **argv)
 		free(tl.lines);
 		return 1;
 	}
-	char ts[64];
-	printf("%-12s %s\n", "task", t->id);
-	printf("%-12s %s\n", "tool", t->tool_name);
-	printf("%-12s %s\n", "status", task_status_name(t->status));
-	printf("%-12s %d%s\n", "attempt", t->attempt, t->retries_used ? " (after retries)" : "");
-	facade_iso_time(t->created_ms, ts);
-	printf("%-12s %s\n", "created", ts);
-	facade_iso_time(t->updated_ms, ts);
-	printf("%-12s %s\n", "updated", ts);
-	if (t->progress_msg || t->fraction >= 0) {
-		char b[32];
-		bar(t, b, sizeof b);
-		printf("%-12s %s %s\n", "progress", b, t->progress_msg ? t->progress_msg : "");
-	}
-	if (t->checkpoint || t->checkpoint_blob[0]) {
-		/* Read-only views do not load blobs: take a blob's size from the file. */
-		size_t len = t->checkpoint_len;
-		struct stat bst;
-		char bpath[4400];
-		snprintf(bpath, sizeof bpath, "%s/blobs/%.2s/%s", v.sv.state_dir, t->checkpoint_blob, t->checkpoint_blob);
-		if (t->checkpoint_blob[0] && stat(bpath, &bst) == 0)
-			len = (size_t)bst.st_size;
-		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
-		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
-	}
-	if (t->question_id) {
-		printf("%-12s [%s] %s\n", "question", t->question_id, t->question_prompt ? t->question_prompt : "");
-		if (t->question_choices)
-			print_kv_json("choices", t->question_choices);
-	}
-	print_kv_json("arguments", t->args);
-	if (t->sandbox)
-		print_kv_json("sandbox", t->sandbox);
-	if (t->artifacts)
-		print_kv_json("artifacts", t->artifacts);
-	if (t->result)
-		print_kv_json("result", t->result);
-	if (t->error)
-		print_kv_json("error", t->error);
-	if (TASK_TERMINAL(t->status)) {
-		facade_iso_time(t->expires_ms, ts);
-		printf("%-12s %s\n", "expires", ts);
-	}
+	show_task(&v, t, raw);
 	printf("timeline\n%s", tl.lines ? tl.lines : "");
 	view_close(&v);
 	free(tl.lines);
@@ -322,12 +381,25 @@ static void on_int(int s)
 	stop_follow = 1;
 }
 
+/* Write n bytes of the log to stdout: escaped through ts into esc, or as they are when esc is
+ * NULL (--raw).  <0 once stdout is gone. */
+static int emit(struct termsafe *ts, char *esc, const char *buf, size_t n)
+{
+	if (!esc)
+		return wire_write_full(1, buf, n);
+	size_t o = termsafe_feed(ts, buf, n, esc);
+	return o ? wire_write_full(1, esc, o) : 0;
+}
+
 int ops_logs(int argc, char **argv)
 {
-	static const char usage[] = "usage: forkpoint logs TASK [-f] [--state DIR]\n\n"
-		"The job's captured stdout and stderr.  -f follows the log until the task finishes.\n";
+	static const char usage[] = "usage: forkpoint logs TASK [-f] [--state DIR] [--raw]\n\n"
+		"The job's captured stdout and stderr.  -f follows the log until the task finishes.\n"
+		"Control characters, escape sequences and invalid UTF-8 are shown escaped (\\x1b),\n"
+		"on a terminal and in a pipe alike; --raw writes the bytes as they are.\n";
 	const char *state = NULL, *id = NULL;
 	int follow = 0;
+	int raw = take_raw(&argc, argv);
 	int rc = parse_common(argc, argv, &state, &id, &follow, NULL, usage);
 	if (rc)
 		return rc == 1 ? 0 : rc;
@@ -352,13 +424,23 @@ int ops_logs(int argc, char **argv)
 		free(dir);
 		return 1;
 	}
-	signal(SIGINT, on_int);
 	char buf[65536];
+	struct termsafe ts;
+	termsafe_init(&ts, TERMSAFE_TEXT);
+	char *esc = raw ? NULL : malloc(TERMSAFE_OUT_MAX(sizeof buf));
+	if (!raw && !esc) {
+		fprintf(stderr, "forkpoint: out of memory\n");
+		if (fd >= 0)
+			close(fd);
+		free(dir);
+		return 1;
+	}
+	signal(SIGINT, on_int);
 	int64_t last_check = loop_now();
 	for (;;) {
 		ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : 0;
 		if (n > 0) {
-			if (wire_write_full(1, buf, (size_t)n) < 0)
+			if (emit(&ts, esc, buf, (size_t)n) < 0)
 				break;
 			continue;
 		}
@@ -377,6 +459,10 @@ int ops_logs(int argc, char **argv)
 			view_close(&v);
 		}
 	}
+	/* A sequence the log ends inside is shown as the bytes it is. */
+	if (esc)
+		(void)!wire_write_full(1, esc, termsafe_flush(&ts, esc));
+	free(esc);
 	if (fd >= 0)
 		close(fd);
 	free(dir);

@@ -71,20 +71,25 @@ static int cancelled(fp_job *job, const struct report *r)
 	return finish_fail(job, "cancelled", msg, NULL);
 }
 
-/* Continue from a checkpoint if there is a usable one; a bad one means starting over. */
-static void restore(fp_job *job, struct report *r)
+/* Continue from a checkpoint if there is a usable one; a bad one means starting over.  Only
+ * -ENOENT means "none": any other error (the supervisor is gone) is returned, and the job
+ * stops instead of redoing sections that another attempt resumes. */
+static int restore(fp_job *job, struct report *r)
 {
 	const void *data;
 	size_t len;
-	if (fp_restore(job, &data, &len) < 0)
-		return;
+	int rc = fp_restore(job, &data, &len);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
 	cJSON *ck = cJSON_ParseWithLength(data, len);
 	const cJSON *text = cJSON_GetObjectItemCaseSensitive(ck, "text");
 	long done = json_int(ck, "done", -1);
 	if (!cJSON_IsArray(text) || done < 0 || done != cJSON_GetArraySize(text)) {
 		fp_log(job, "warning", "checkpoint unreadable, starting over");
 		cJSON_Delete(ck);
-		return;
+		return 0;
 	}
 	const cJSON *app = cJSON_GetObjectItemCaseSensitive(ck, "appendix");
 	if (cJSON_IsBool(app))
@@ -99,6 +104,7 @@ static void restore(fp_job *job, struct report *r)
 	cJSON_Delete(ck);
 	fprintf(stderr, "resumed at section %d of %d\n", r->done + 1, r->sections);
 	fp_log(job, "info", "resumed at section %d of %d", r->done + 1, r->sections);
+	return 0;
 }
 
 static int save(fp_job *job, const struct report *r)
@@ -190,8 +196,11 @@ out:
 
 static int run(fp_job *job, struct report *r)
 {
-	int rc;
-	restore(job, r);
+	int rc = restore(job, r);
+	if (rc < 0) {
+		fprintf(stderr, "report-generator: no start data (%s): stopping\n", strerror(-rc));
+		return 1;
+	}
 	while (r->done < r->sections) {
 		int n = r->done + 1;
 		if (r->fail_at > 0 && n == r->fail_at) {

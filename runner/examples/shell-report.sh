@@ -38,9 +38,16 @@ case $args in
 *) ask=no ;;
 esac
 
-# The checkpoint is just the number of the last finished step.
+# The checkpoint is just the number of the last finished step.  restore exits 4 when there is
+# none; any other failure means the supervisor is gone, and then the job must stop: another
+# attempt resumes from the checkpoint, so starting over here would redo its steps.
 start=0
-if saved=$("$FJ" restore 2>/dev/null); then
+have=yes
+saved=$("$FJ" restore) || case $? in
+	4) have=no ;;
+	*) exit 1 ;;
+esac
+if [ "$have" = yes ]; then
 	case $saved in
 	'' | *[!0-9]*) "$FJ" log warning "unreadable checkpoint '$saved', starting over" || stop $? ;;
 	*) start=$saved ;;

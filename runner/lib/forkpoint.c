@@ -569,10 +569,21 @@ const char *fp_args_json(const fp_job *job)
 	return job && job->args_json ? job->args_json : "{}";
 }
 
+/* "No checkpoint" must only ever mean that the supervisor said so in a start frame: a job
+ * that took a lost connection for a fresh start would redo steps already acknowledged as
+ * checkpointed, alongside the attempt that resumes them.  So a dead connection wins over the
+ * data at hand, and a shared handle fetches its start frame first. */
 int fp_restore(fp_job *job, const void **data, size_t *len)
 {
+	int rc;
 	if (!job || !data || !len)
 		return -EINVAL;
+	if (job->fd < 0)
+		return -ENOENT;
+	if (job->err)
+		return job->err;
+	if (!job->have_start && (rc = fp_refresh(job)) < 0)
+		return rc;
 	if (!job->has_ckpt)
 		return -ENOENT;
 	*data = job->ckpt;

@@ -7,7 +7,9 @@
  *     fp_job *job = fp_open();
  *     if (!job) { perror("fp_open"); return 1; }
  *     const void *ck; size_t cklen;
- *     if (fp_restore(job, &ck, &cklen) == 0) { ...continue from ck... }
+ *     int rc = fp_restore(job, &ck, &cklen);
+ *     if (rc == 0) { ...continue from ck... }
+ *     else if (rc != -ENOENT) return 1;       (the supervisor is gone: stop, never start over)
  *     fp_progress(job, 0.5, "halfway");
  *     fp_result_json(job, "{\"ok\":true}");
  *     fp_close(job);
@@ -16,7 +18,8 @@
  * failure, never prints and never exits:
  *   -EINVAL      bad argument (invalid JSON, unknown log level, missing message)
  *   -ECANCELED   the task was cancelled (from the blocking calls: checkpoint and ask)
- *   -EPIPE       the supervisor is gone
+ *   -EPIPE       the supervisor is gone: stop at once.  Another attempt resumes from the last
+ *                durable checkpoint, so carrying on (or starting over) would run steps twice.
  *   -EPROTO      the supervisor sent something this library cannot make sense of
  *   -EMSGSIZE    the frame would exceed 8 MiB (checkpoints: see FP_CHECKPOINT_MAX)
  *   -EALREADY    a result or failure was already sent
@@ -54,8 +57,9 @@ typedef struct fp_job fp_job;
  * marked close-on-exec, so programs the job runs cannot speak for it.  Returns a handle
  * (detached if FORKPOINT_FD is unset), or NULL with errno set on a real error: EBADF (the
  * variable is not an open fd), EPROTO / EPROTONOSUPPORT (bad or foreign start frame),
- * EPIPE (the supervisor closed the socket), EINVAL (detached, FORKPOINT_ARGS is not a JSON
- * object), ENOMEM. */
+ * EPIPE (the supervisor closed the socket before its start frame: the job must exit, it cannot
+ * know whether a checkpoint exists), EINVAL (detached, FORKPOINT_ARGS is not a JSON object),
+ * ENOMEM. */
 fp_job *fp_open(void);
 
 /* For programs that share the socket with other, successive processes of the same job (the
@@ -75,8 +79,13 @@ const char *fp_tool(const fp_job *job);        /* the tool name; "" when unknown
 int fp_attempt(const fp_job *job);             /* 1-based */
 const char *fp_args_json(const fp_job *job);   /* the arguments as JSON text, never NULL */
 
-/* The checkpoint this attempt starts from: 0 with *data / *len set (owned by the handle),
- * or -ENOENT when starting from scratch. */
+/* The checkpoint this attempt starts from, as the supervisor's start frame says:
+ *   0         found: *data / *len set (owned by the handle)
+ *   -ENOENT   there is none: start from scratch (also when detached)
+ *   -EPIPE    the supervisor is gone (or -EPROTO / -ENOMEM: the connection broke), whether
+ *             or not its start frame came first: the job must stop.  Never treat this as
+ *             "no checkpoint".
+ * A shared handle without a current start frame fetches one first (fp_refresh). */
 int fp_restore(fp_job *job, const void **data, size_t *len);
 
 /* Report progress.  fraction in [0, 1] (values above 1 are clamped), or < 0 for none.  fmt

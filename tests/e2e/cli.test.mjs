@@ -1,10 +1,11 @@
 // The command line as a person uses it: forkpoint call / --task, ls, show, logs, fsck, exit codes,
-// one server per state dir, and a damaged journal refused with file and offset.
+// one server per state dir, a damaged journal refused with file and offset, and job text that
+// tries to drive the terminal shown escaped (unless --raw).
 import { describe, it } from 'node:test';
 import { spawnSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { assert, BIN, writeConfig, reportTool, countTool } from './lib.mjs';
+import { assert, BIN, writeConfig, reportTool, countTool, until } from './lib.mjs';
 
 const run = (args, opts = {}) => spawnSync(BIN, args, { encoding: 'utf8', timeout: 60000, ...opts });
 
@@ -106,5 +107,126 @@ describe('command line', () => {
 		const rep = run(['fsck', '--repair', '--state', copy]);
 		assert.equal(rep.status, 1, 'damage in the middle is never repaired silently');
 		fs.rmSync(copy, { recursive: true, force: true });
+	});
+});
+
+// Bytes that would act on a terminal: C0 controls but \n and \t, DEL, C1 (as UTF-8), bidi
+// controls, and anything that is not valid UTF-8.  Returns a description of the first, or null.
+function unsafeIn(buf) {
+	let text;
+	try {
+		text = new TextDecoder('utf-8', { fatal: true }).decode(buf);
+	} catch {
+		return 'invalid UTF-8';
+	}
+	const m = text.match(/[\x00-\x08\x0b-\x1f\x7f\x80-\x9f\u202a-\u202e\u2066-\u2069]/u);
+	return m ? `U+${m[0].codePointAt(0).toString(16).padStart(4, '0')} at ${m.index}` : null;
+}
+
+describe('job text that tries to drive the terminal', () => {
+	// A title change, an OSC 52 clipboard write, a screen clear, a carriage return and a fake
+	// sudo prompt, a C1 CSI, a bidi override and an invalid byte: in the log, in progress, in
+	// a question, in a failure message and in the result.
+	const evil = String.raw`\033]0;pwned\007 \033]52;c;ZXZpbA==\007 \033[2J\033[H\r[sudo] password for root: \302\233 31m \342\200\256 \377`;
+	// After the progress the job waits for the test to have seen it (a file in its work dir).
+	const script = String.raw`printf '${evil}\n'; forkpoint-job progress 0.5 "$(printf '${evil}')";
+		while [ ! -e go ]; do sleep 0.05; done;
+		a=$(forkpoint-job ask "$(printf '\r[sudo] password for root:')" yes no);
+		forkpoint-job result "$(printf '{"t":"\\u001b]0;x\\u0007 \302\233 \342\200\256","a":"%s"}' "$a")"`;
+	const failScript = String.raw`forkpoint-job fail "$(printf 'boom \033]0;t\007 \342\200\256')"`;
+	const tools = [
+		{ name: 'evil', description: 'Hostile text.', inputSchema: { type: 'object' }, command: ['/bin/sh', '-c', script] },
+		{ name: 'evilfail', description: 'Hostile failure.', inputSchema: { type: 'object' }, command: ['/bin/sh', '-c', failScript] },
+	];
+	const { cfgPath, stateDir } = writeConfig({ tools });
+	const st = ['--state', stateDir];
+	// No controlling terminal (detached: a new session), so call asks on stdin.
+	const runB = (args, opts = {}) => spawnSync(BIN, args, { timeout: 60000, detached: true, ...opts });
+	let id;
+
+	// `call evil` answering the question with `answer`; lets the job go on once the progress
+	// line is on stderr, and runs whileAsking(id) once the question is.  Resolves to
+	// {status, stdout, stderr (Buffers), id}.
+	async function callEvil(extra, answer, whileAsking) {
+		const p = spawn(BIN, ['call', 'evil', '{}', ...extra, '--config', cfgPath, ...st],
+			{ detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
+		const out = [], err = [];
+		p.stdout.on('data', (d) => out.push(d));
+		p.stderr.on('data', (d) => err.push(d));
+		const exited = new Promise((res) => p.on('exit', (code) => res(code)));
+		try {
+			const started = await until(() => Buffer.concat(err).toString().match(/task ([0-9a-f]{32}) started/),
+				20000, 'the task to start');
+			await until(() => /progress\s+50%/.test(Buffer.concat(err).toString()), 20000, 'the progress line');
+			fs.writeFileSync(path.join(stateDir, 'tasks', started[1], 'work', 'go'), '');
+			await until(() => /password for root:.*\[yes\/no\]/.test(Buffer.concat(err).toString()), 20000, 'the question');
+			whileAsking?.(started[1]);
+			p.stdin.end(`${answer}\n`);
+			const status = await exited;
+			return { status, stdout: Buffer.concat(out), stderr: Buffer.concat(err), id: started[1] };
+		} finally {
+			p.kill('SIGKILL');
+		}
+	}
+
+	let asking;
+	it('call: progress, the question and the failure on stderr, the result on stdout, all escaped', async () => {
+		const r = await callEvil([], 'yes', (tid) => { asking = runB(['show', tid, ...st]); });
+		assert.equal(r.status, 0, r.stderr.toString());
+		assert.equal(unsafeIn(r.stdout), null, r.stdout.toString());
+		assert.equal(unsafeIn(r.stderr), null, r.stderr.toString());
+		// JSON escapes: the value is the job's, byte for byte.
+		assert.deepEqual(JSON.parse(r.stdout), { t: '\x1b]0;x\x07 \u009b \u202e', a: 'yes' });
+		assert.match(r.stdout.toString(), /\\u009b \\u202e/);
+		const err = r.stderr.toString();
+		assert.match(err, /\? \\x0d\[sudo\] password for root: \[yes\/no\]/, 'the prompt cannot draw over its line');
+		assert.match(err, /progress  50% \\x1b\]0;pwned\\x07 \\x1b\]52;c;ZXZpbA==\\x07 \\x1b\[2J\\x1b\[H\\x0d\[sudo\]/);
+		id = r.id;
+		const f = runB(['call', 'evilfail', '{}', '--config', cfgPath, ...st]);
+		assert.equal(f.status, 1);
+		assert.equal(unsafeIn(f.stderr), null, f.stderr.toString());
+		assert.match(f.stderr.toString(), /task [0-9a-f]{32} failed/);
+		assert.equal(unsafeIn(f.stdout), null, f.stdout.toString());
+		assert.match(f.stdout.toString(), /"boom \\u001b\]0;t\\u0007 \\u202e"/);
+		assert.equal(JSON.parse(f.stdout).error.message, 'boom \x1b]0;t\x07 \u202e');
+	});
+
+	it('call --raw prints the job text as it is', async () => {
+		const r = await callEvil(['--raw'], 'no');
+		assert.equal(r.status, 0, r.stderr.toString());
+		assert.ok(r.stdout.includes(Buffer.from('\u009b \u202e')), r.stdout.toString());
+		assert.ok(r.stderr.includes(Buffer.from('\x1b]52;c;')), 'raw progress on stderr');
+	});
+
+	it('logs: escaped in a pipe, newlines kept; --raw gives the bytes', () => {
+		const r = runB(['logs', id, ...st]);
+		assert.equal(r.status, 0, r.stderr.toString());
+		assert.equal(unsafeIn(r.stdout), null, r.stdout.toString());
+		assert.equal(r.stdout.toString(),
+			String.raw`\x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07 \x1b[2J\x1b[H\x0d[sudo] password for root: \u009b 31m \u202e \xff` + '\n');
+		const raw = runB(['logs', id, '--raw', ...st]);
+		assert.equal(raw.status, 0);
+		assert.deepEqual(raw.stdout, Buffer.concat([
+			Buffer.from('\x1b]0;pwned\x07 \x1b]52;c;ZXZpbA==\x07 \x1b[2J\x1b[H\r[sudo] password for root: \u009b 31m \u202e ', 'utf8'),
+			Buffer.from([0xff, 0x0a])]));
+	});
+
+	it('show and ls: escaped; show --raw as it is', () => {
+		assert.equal(asking.status, 0, asking.stderr.toString());
+		assert.equal(unsafeIn(asking.stdout), null, asking.stdout.toString());
+		assert.match(asking.stdout.toString(), /question\s+\[q-[0-9a-f]{16}\] \\x0d\[sudo\] password for root:\n/);
+		const s = runB(['show', id, ...st]);
+		assert.equal(s.status, 0, s.stderr.toString());
+		assert.equal(unsafeIn(s.stdout), null, s.stdout.toString());
+		const out = s.stdout.toString();
+		assert.match(out, /progress\s+\[##########\] 100% \\x1b\]0;pwned\\x07 \\x1b\]52;c;ZXZpbA==\\x07 \\x1b\[2J\\x1b\[H\\x0d\[sudo\]/);
+		assert.match(out, /"t":\s+"\\u001b\]0;x\\u0007 \\u009b \\u202e"/);
+		const raw = runB(['show', id, '--raw', ...st]);
+		assert.equal(raw.status, 0);
+		assert.ok(raw.stdout.includes(Buffer.from('\x1b]52;c;')), 'raw progress message');
+		const ls = runB(['ls', ...st]);
+		assert.equal(ls.status, 0);
+		assert.equal(unsafeIn(ls.stdout), null);
+		assert.match(ls.stdout.toString(), /\bevil\b.*\bcompleted\b/);
 	});
 });

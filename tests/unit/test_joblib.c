@@ -353,6 +353,45 @@ static void job_shared_refresh(void)
 	fp_close(job);
 }
 
+/* The shared handle's restore fetches the start frame itself; the test closes its end
+ * right after the hello, as a supervisor that dies in that window would. */
+static void job_shared_restore_gone(void)
+{
+	const void *ck;
+	size_t len;
+	fp_job *job = fp_open_shared();
+	JOB_EXPECT(job != NULL);
+	JOB_EXPECT(fp_restore(job, &ck, &len) == -EPIPE);
+	JOB_EXPECT(fp_restore(job, &ck, &len) == -EPIPE);
+	JOB_EXPECT(fp_cancelled(job) == 1);
+	fp_close(job);
+}
+
+static void job_shared_restore_none(void)
+{
+	const void *ck;
+	size_t len;
+	fp_job *job = fp_open_shared();
+	JOB_EXPECT(job != NULL);
+	JOB_EXPECT(fp_restore(job, &ck, &len) == -ENOENT);
+	fp_close(job);
+}
+
+/* A start frame with a checkpoint was received, then the connection died: the data is not
+ * handed out, the job is told to stop. */
+static void job_restore_after_loss(void)
+{
+	const void *ck;
+	size_t len;
+	fp_job *job = fp_open();
+	JOB_EXPECT(job != NULL);
+	JOB_EXPECT(fp_restore(job, &ck, &len) == 0 && len == 3);
+	char *ans = NULL;
+	JOB_EXPECT(fp_ask(job, "q", "anyone?", NULL, &ans) == -EPIPE);
+	JOB_EXPECT(fp_restore(job, &ck, &len) == -EPIPE);
+	fp_close(job);
+}
+
 static void job_shared_checkpoint(void)
 {
 	fp_job *job = fp_open_shared();
@@ -613,6 +652,40 @@ static void test_shared(struct tally *t)
 	close(sup);
 }
 
+static void test_restore_gone(struct tally *t)
+{
+	struct frame f;
+	char type[32];
+	int sup;
+	pid_t pid;
+	struct start_opts o = basic;
+
+	pid = start_job(job_shared_restore_gone, &sup, NULL);
+	CHECK(t, recv_typed(sup, &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+	      "shared fp_restore asks for a start frame");
+	frame_release(&f);
+	close(sup);
+	CHECK(t, reap(pid) == 0, "job side: supervisor gone before the start frame: -EPIPE, not -ENOENT");
+
+	pid = start_job(job_shared_restore_none, &sup, NULL);
+	CHECK(t, recv_typed(sup, &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+	      "shared fp_restore without a checkpoint asks too");
+	frame_release(&f);
+	send_start(sup, &basic);
+	CHECK(t, reap(pid) == 0, "job side: a start frame without a checkpoint: -ENOENT");
+	close(sup);
+
+	o.ckpt = "abc";
+	o.ckpt_len = 3;
+	o.seq = 1;
+	pid = start_job(job_restore_after_loss, &sup, &o);
+	CHECK(t, recv_typed(sup, &f, type, sizeof type) == 0 && strcmp(type, "ask") == 0,
+	      "job asks, then the supervisor goes");
+	frame_release(&f);
+	close(sup);
+	CHECK(t, reap(pid) == 0, "job side: after the connection died fp_restore says -EPIPE");
+}
+
 static void test_detached(struct tally *t)
 {
 	static const char *const abc[] = { "a", "b", NULL };
@@ -708,6 +781,8 @@ static int finish_helper(struct helper_run *h, char *buf, size_t len)
 	return reap(h->pid);
 }
 
+static void test_helper_gone(struct tally *t, const char *path);
+
 static void test_helper(struct tally *t)
 {
 	char path[PATH_MAX], out[4096], type[32];
@@ -779,8 +854,8 @@ static void test_helper(struct tally *t)
 	recv_typed(sup, &f, type, sizeof type);
 	frame_release(&f);
 	send_start(sup, &basic);
-	CHECK(t, finish_helper(&h, out, sizeof out) == 1 && out[0] == '\0',
-	      "helper restore without a checkpoint: exit 1, no output");
+	CHECK(t, finish_helper(&h, out, sizeof out) == 4 && out[0] == '\0',
+	      "helper restore without a checkpoint: exit 4, no output");
 
 	char *checkpoint[] = { "forkpoint-job", "checkpoint", NULL };
 	h = run_helper(path, fd, "7", checkpoint);
@@ -880,6 +955,113 @@ static void test_helper(struct tally *t)
 
 	close(sup);
 	close(fd);
+	test_helper_gone(t, path);
+}
+
+/* A socket for helper runs: the job's end survives exec (a shell passes it on), the fake
+ * supervisor's does not, so closing it here is an EOF there. */
+static void gone_pair(int sv[2])
+{
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0 || fcntl(sv[0], F_SETFD, FD_CLOEXEC) < 0) {
+		perror("socketpair");
+		exit(2);
+	}
+}
+
+/* The helper when the supervisor dies: before it runs, and in the window between its hello
+ * and the start frame.  Each case gets its own socket, closed by the fake supervisor. */
+static void test_helper_gone(struct tally *t, const char *path)
+{
+	char out[4096], type[32], script[PATH_MAX + 200];
+	struct frame f;
+	struct helper_run h;
+	int sv[2];
+	char *restore[] = { "forkpoint-job", "restore", NULL };
+	char *cancelled[] = { "forkpoint-job", "cancelled", NULL };
+	char *progress[] = { "forkpoint-job", "progress", "0.5", NULL };
+
+	/* The documented idiom: no checkpoint means step 0, anything else stops the script. */
+	snprintf(script, sizeof script,
+		 "step=$('%s' restore) || case $? in 4) step=0 ;; *) exit 1 ;; esac; echo \"step=$step\"",
+		 path);
+	char *idiom[] = { "sh", "-c", script, NULL };
+
+	for (int window = 0; window < 2; window++) {
+		gone_pair(sv);
+		h = run_helper(path, sv[1], NULL, restore);
+		if (window) {
+			CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+			      "helper restore: hello sent, then the supervisor dies");
+			frame_release(&f);
+		}
+		close(sv[0]);
+		int st = finish_helper(&h, out, sizeof out);
+		CHECK(t, st == 1 && out[0] == '\0', window ? "helper restore, supervisor gone after the hello: exit 1 (not 4), no output"
+							  : "helper restore, supervisor gone before the run: exit 1, no output");
+		close(sv[1]);
+	}
+
+	for (int gone = 0; gone < 2; gone++) {
+		gone_pair(sv);
+		h = run_helper("/bin/sh", sv[1], NULL, idiom);
+		CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+		      "the restore idiom asks for the start frame");
+		frame_release(&f);
+		if (!gone)
+			send_start(sv[0], &basic);
+		close(sv[0]);
+		int st = finish_helper(&h, out, sizeof out);
+		if (gone)
+			CHECKF(t, st == 1 && out[0] == '\0', "idiom, supervisor gone: exit %d, output '%s'", st, out);
+		else
+			CHECKF(t, st == 0 && strcmp(out, "step=0\n") == 0, "idiom, no checkpoint: exit %d, '%s'", st, out);
+		close(sv[1]);
+	}
+
+	gone_pair(sv);
+	h = run_helper(path, sv[1], NULL, cancelled);
+	CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+	      "helper cancelled asks, then the supervisor dies");
+	frame_release(&f);
+	close(sv[0]);
+	CHECK(t, finish_helper(&h, out, sizeof out) == 0, "helper cancelled, supervisor gone: exit 0 (stop)");
+	h = run_helper(path, sv[1], NULL, cancelled);
+	CHECK(t, finish_helper(&h, out, sizeof out) == 0, "helper cancelled on a closed socket: exit 0");
+	h = run_helper(path, sv[1], NULL, progress);
+	CHECK(t, finish_helper(&h, out, sizeof out) == 1, "helper progress on a closed socket: exit 1");
+	close(sv[1]);
+
+	/* The blocking commands: the supervisor dies while they wait for its answer. */
+	char *checkpoint[] = { "forkpoint-job", "checkpoint", NULL };
+	char *ask[] = { "forkpoint-job", "ask", "Go on?", "yes", "no", NULL };
+	for (int which = 0; which < 2; which++) {
+		gone_pair(sv);
+		h = run_helper(path, sv[1], which ? NULL : "data", which ? ask : checkpoint);
+		if (!which) {
+			CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 && strcmp(type, "hello") == 0,
+			      "helper checkpoint asks for the last seq");
+			frame_release(&f);
+			send_start(sv[0], &basic);
+		}
+		CHECK(t, recv_typed(sv[0], &f, type, sizeof type) == 0 &&
+			 strcmp(type, which ? "ask" : "checkpoint") == 0,
+		      which ? "helper ask sent, then the supervisor dies" : "helper checkpoint sent, then the supervisor dies");
+		frame_release(&f);
+		close(sv[0]);
+		int st = finish_helper(&h, out, sizeof out);
+		CHECK(t, st == 1 && out[0] == '\0', which ? "helper ask, supervisor gone: exit 1, no answer printed"
+						     : "helper checkpoint, supervisor gone before the ack: exit 1");
+		close(sv[1]);
+	}
+
+	/* Run by hand: no checkpoint, exit 4 as under forkpoint. */
+	gone_pair(sv);
+	snprintf(script, sizeof script, "unset FORKPOINT_FD; exec '%s' restore", path);
+	char *detached[] = { "sh", "-c", script, NULL };
+	h = run_helper("/bin/sh", sv[1], NULL, detached);
+	CHECK(t, finish_helper(&h, out, sizeof out) == 4 && out[0] == '\0', "detached helper restore: exit 4");
+	close(sv[0]);
+	close(sv[1]);
 }
 
 int main(void)
@@ -895,6 +1077,7 @@ int main(void)
 	test_results(&t);
 	test_open_errors(&t);
 	test_shared(&t);
+	test_restore_gone(&t);
 	test_detached(&t);
 	test_helper(&t);
 	return check_done(&t);
