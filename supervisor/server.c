@@ -424,11 +424,16 @@ static void progress_timer_cb(struct loop *l, void *arg)
 	flush_owed(srv, NULL);
 }
 
-/* The session's output queue has drained after the client stopped reading. */
-static void on_writable(void *arg)
+/* A client stopped reading (its output queue is full) or reads again; once it does, what was
+ * held back for it goes out. */
+static void on_flow(void *arg, int stopped)
 {
 	struct msess *ms = arg;
-	flush_owed(ms->srv, ms);
+	fplog(&ms->srv->sv->log, FPLOG_INFO, NULL, stopped
+	      ? "the client does not read its output (%zu bytes wait): its requests wait, notifications are held back"
+	      : "the client reads its output again (%zu bytes wait): serving its requests", session_out_pending(ms->io));
+	if (!stopped)
+		flush_owed(ms->srv, ms);
 }
 
 static void on_task(void *arg, struct task *t, enum task_event ev)
@@ -1027,7 +1032,7 @@ int server_attach(struct server *srv, int in_fd, int out_fd, int primary)
 		free(ms);
 		return -errno ? -errno : -ENOMEM;
 	}
-	session_set_writable_cb(ms->io, on_writable, ms);
+	session_set_flow_cb(ms->io, on_flow, ms);
 	ms->next = srv->sessions;
 	srv->sessions = ms;
 	return 0;

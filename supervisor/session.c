@@ -35,8 +35,8 @@ struct session {
 	size_t held;         /* bytes at the end of out not yet released (see session_release) */
 	int paused;          /* input processing stopped at OUT_HIGH, until out drains to OUT_LOW */
 	struct loop_timer *resume_timer;
-	session_writable_cb on_writable;
-	void *writable_arg;
+	session_flow_cb on_flow;
+	void *flow_arg;
 };
 
 static void on_in(struct session *s);
@@ -56,7 +56,7 @@ static size_t writable(const struct session *s)
 
 int session_congested(const struct session *s)
 {
-	return wbuf_pending(&s->out) >= OUT_HIGH;
+	return s->paused || wbuf_pending(&s->out) >= OUT_HIGH;
 }
 
 static void update_events(struct session *s)
@@ -91,6 +91,8 @@ static void process_input(struct session *s)
 {
 	for (;;) {
 		if (session_congested(s)) {
+			if (!s->paused && s->on_flow)
+				s->on_flow(s->flow_arg, 1);
 			s->paused = 1;
 			return;
 		}
@@ -173,8 +175,8 @@ static void on_in(struct session *s)
 	update_events(s);
 }
 
-/* The output queue has drained after a stop: go on with the buffered input, then tell the
- * owner it may produce again.  Runs from a timer, so in a loop turn of its own: whatever it
+/* The output queue has drained after a stop: tell the owner it may produce again, then go on
+ * with the buffered input.  Runs from a timer, so in a loop turn of its own: whatever it
  * queues is released by that turn's commit like any other answer. */
 static void resume_cb(struct loop *l, void *arg)
 {
@@ -182,10 +184,10 @@ static void resume_cb(struct loop *l, void *arg)
 	(void)l;
 	s->resume_timer = NULL;
 	s->paused = 0;
+	if (s->on_flow)
+		s->on_flow(s->flow_arg, 0);
 	process_input(s);
 	update_events(s);
-	if (!s->paused && s->on_writable)
-		s->on_writable(s->writable_arg);
 }
 
 static void maybe_resume(struct session *s)
@@ -285,10 +287,10 @@ void session_free(struct session *s)
 	free(s);
 }
 
-void session_set_writable_cb(struct session *s, session_writable_cb cb, void *arg)
+void session_set_flow_cb(struct session *s, session_flow_cb cb, void *arg)
 {
-	s->on_writable = cb;
-	s->writable_arg = arg;
+	s->on_flow = cb;
+	s->flow_arg = arg;
 }
 
 int session_send(struct session *s, char *line)

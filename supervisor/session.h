@@ -5,7 +5,7 @@
  * While OUT_HIGH bytes or more wait to be written the session stops reading input and stops
  * handing out the lines it has buffered (backpressure: a client that does not read its answers
  * cannot grow our memory by sending requests); once the queue has drained to half of that it
- * goes on, and tells the owner (session_set_writable_cb).  Producers of unrequested messages
+ * goes on; the owner hears of both (session_set_flow_cb).  Producers of unrequested messages
  * (notifications) check session_congested() and hold back or coalesce them meanwhile. */
 #ifndef FP_SESSION_H
 #define FP_SESSION_H
@@ -21,8 +21,10 @@ struct session;
 typedef void (*session_line_cb)(void *arg, const char *line, size_t len);
 /* The peer closed its input (EOF) or the connection failed. */
 typedef void (*session_eof_cb)(void *arg);
-/* The output queue has drained after it reached OUT_HIGH. */
-typedef void (*session_writable_cb)(void *arg);
+/* stopped 1: the output queue reached OUT_HIGH and the session stopped handing out requests;
+ * stopped 0: it has drained to OUT_LOW, the owner may produce again (runs in a loop turn of its
+ * own, before the buffered requests are handed out). */
+typedef void (*session_flow_cb)(void *arg, int stopped);
 
 struct session *session_new(struct loop *l, int in_fd, int out_fd, size_t max_line,
                             session_line_cb on_line, session_eof_cb on_eof, void *arg);
@@ -39,9 +41,9 @@ void session_flush(struct session *s);
 /* At shutdown: write everything released, waiting up to timeout_ms. */
 void session_drain(struct session *s, int timeout_ms);
 size_t session_out_pending(const struct session *s);
-/* 1 while OUT_HIGH bytes or more wait to be written: send nothing the client did not ask for. */
+/* 1 from the moment OUT_HIGH bytes wait to be written until the queue has drained to OUT_LOW:
+ * send nothing the client did not ask for meanwhile. */
 int session_congested(const struct session *s);
-/* cb(arg) runs (in a loop turn of its own) when a congested queue has drained again. */
-void session_set_writable_cb(struct session *s, session_writable_cb cb, void *arg);
+void session_set_flow_cb(struct session *s, session_flow_cb cb, void *arg);
 
 #endif

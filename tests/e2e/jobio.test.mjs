@@ -346,9 +346,10 @@ describe('progress for a client that stops reading', () => {
 		}
 	});
 
-	it('progress held back while the client does not read arrives, the latest, once it reads again', async () => {
+	it('progress held back while the client does not read arrives, the latest, once it reads again; log lines are counted', async () => {
 		const isProgress = (msg) => (m) => m.method === 'notifications/progress' && m.params?.progressToken === 'pt' &&
 			(m.params.message ?? '').startsWith(msg);
+		assert.ok((await raw.request('lv', 'logging/setLevel', { level: 'debug' })).result);
 		const from = raw.mark();
 		raw.send({ jsonrpc: '2.0', id: 'gate', method: 'tools/call', params: {
 			name: 'gate', arguments: { mode: 'gated', count: 50, mark: marker('gate') }, _meta: { progressToken: 'pt' } } });
@@ -356,7 +357,7 @@ describe('progress for a client that stops reading', () => {
 		const list = await raw.request('ls2', 'tools/call', { name: 'durable_task_list', arguments: {} });
 		const gated = list.result.structuredContent.tasks.find((x) => x.tool === 'gate').taskId;
 		const work = path.join(stateDir, 'tasks', gated, 'work');
-		const rss = vm(raw.proc.pid, 'VmRSS');
+		const errFrom = raw.stderr.length;
 		raw.proc.stdout.pause();
 		const fromGet = raw.mark();
 		let batch = '';
@@ -364,12 +365,14 @@ describe('progress for a client that stops reading', () => {
 			batch += `${JSON.stringify({ jsonrpc: '2.0', id: `h${i}`, method: 'tools/call',
 				params: { name: 'durable_task_get', arguments: { taskId: id } } })}\n`;
 		raw.sendBytes(batch);
-		await until(() => vm(raw.proc.pid, 'VmRSS') > rss + (8 << 20), 20000, 'the output queue to fill');
+		await until(() => /the client does not read its output/.test(raw.stderr.slice(errFrom)), 20000,
+			'the server to say it holds back (stderr)');
 		fs.writeFileSync(path.join(work, 'go'), '');
 		await until(() => fs.existsSync(path.join(work, 'sent')), 20000, 'the job to send its progress');
 		raw.proc.stdout.resume();
 		for (let i = 0; i < 40; i++)
 			await raw.response(`h${i}`, { from: fromGet, timeoutMs: 60000 });
+		await until(() => /the client reads its output again/.test(raw.stderr.slice(errFrom)), 20000, 'the resume (stderr)');
 		const late = await raw.waitFor(isProgress('after-go'), { from: fromGet, timeoutMs: 20000, what: 'the held-back progress' });
 		assert.match(late.params.message, /^after-go \d+$/);
 		fs.writeFileSync(path.join(work, 'finish'), '');
@@ -379,6 +382,11 @@ describe('progress for a client that stops reading', () => {
 		assert.ok(after.length <= 3, `${after.length} progress notifications for 50 updates while congested`);
 		const last = raw.messages.indexOf(after[after.length - 1]);
 		assert.ok(last < raw.messages.indexOf(resp), 'progress before the response');
+		// The job's log line came while nothing could be sent: it was counted, not queued.
+		const logs = raw.messages.slice(fromGet).filter((m) => m.method === 'notifications/message');
+		assert.ok(!logs.some((m) => /while congested/.test(m.params.data.message)), 'a log line was queued for a client that did not read');
+		await raw.waitFor((m) => m.method === 'notifications/message' && /log messages were not sent while this client was not reading/.test(m.params?.data?.message ?? ''),
+			{ from: fromGet, timeoutMs: 20000, what: 'the count of dropped log lines' });
 	});
 });
 

@@ -24,7 +24,8 @@
  *               big), then "count" hello frames at once; counts the start frames that arrive
  *               within "ms" milliseconds and sends {starts: N} as its result
  *   gated       progress "before"; once the file go exists in its work dir, "count" progress
- *               frames "after-go N" and the file sent; once finish exists, a result
+ *               frames "after-go N", a log frame and the file sent; once finish exists, a
+ *               result
  *   artswap     writes outputs/a.txt, sends a result, and as soon as the supervisor makes the
  *               file read-only (it hashed it) makes it writable again and rewrites it
  *
@@ -406,6 +407,8 @@ static int mode_gated(int fd, const cJSON *args)
 		if (send_text(fd, text) < 0)
 			return -1;
 	}
+	if (send_text(fd, "{\"type\":\"log\",\"level\":\"info\",\"message\":\"while congested\"}") < 0)
+		return -1;
 	snprintf(path, sizeof path, "%s/sent", work ? work : ".");
 	int f = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (f < 0)

@@ -97,7 +97,7 @@ static void test_output(struct tally *t)
 /* Every request line is answered with a 1 MiB line, released at once. */
 struct echo {
 	struct session *s;
-	int lines, writable;
+	int lines, stopped, resumed;
 };
 
 static void on_big_line(void *arg, const char *line, size_t len)
@@ -121,14 +121,18 @@ static void on_big_eof(void *arg)
 	(void)arg;
 }
 
-static void on_writable(void *arg)
+static void on_flow(void *arg, int stopped)
 {
-	((struct echo *)arg)->writable++;
+	struct echo *e = arg;
+	if (stopped)
+		e->stopped++;
+	else
+		e->resumed++;
 }
 
 static void test_backpressure(struct tally *t)
 {
-	struct echo e = { NULL, 0, 0 };
+	struct echo e = { NULL, 0, 0, 0 };
 	int in[2], out[2];
 	char buf[65536];
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
@@ -137,7 +141,7 @@ static void test_backpressure(struct tally *t)
 	e.s = l ? session_new(l, in[0], out[1], 64, on_big_line, on_big_eof, &e) : NULL;
 	if (!e.s)
 		check_die("session_new");
-	session_set_writable_cb(e.s, on_writable, &e);
+	session_set_flow_cb(e.s, on_flow, &e);
 	/* 100 requests in one write: a session that handed them all out would queue 100 MiB. */
 	char req[300];
 	memset(req, '\n', sizeof req);
@@ -148,6 +152,8 @@ static void test_backpressure(struct tally *t)
 	for (int i = 0; i < 10; i++)
 		loop_run_once(l, 10);
 	CHECKF(t, e.lines > 0 && e.lines < 100, "lines handed out while nobody reads: %d", e.lines);
+	CHECKF(t, e.stopped == 1 && e.resumed == 0, "the owner heard of the stop once: %d, %d", e.stopped, e.resumed);
+	CHECKF(t, session_congested(e.s), "congested until drained (%zu bytes wait)", session_out_pending(e.s));
 	CHECKF(t, session_out_pending(e.s) >= OUT_HIGH - (1u << 20), "stopped early, at %zu bytes", session_out_pending(e.s));
 	CHECKF(t, session_out_pending(e.s) <= OUT_HIGH + (1u << 20) + 1, "queue bounded: %zu", session_out_pending(e.s));
 	/* Reading the answers lets the rest through, every one of them. */
@@ -160,7 +166,7 @@ static void test_backpressure(struct tally *t)
 		loop_run_once(l, 0);
 	}
 	CHECKF(t, e.lines == 100 && got == want, "after draining: %d lines, %zu of %zu bytes", e.lines, got, want);
-	CHECKF(t, e.writable >= 1, "the owner heard that the queue drained");
+	CHECKF(t, e.resumed >= 1 && e.resumed == e.stopped, "stops %d, resumes %d", e.stopped, e.resumed);
 	CHECKF(t, !session_congested(e.s), "not congested after draining");
 	session_free(e.s);
 	loop_free(l);
