@@ -106,6 +106,7 @@ int frame_check(const void *payload, size_t len)
 	/* Items announced by open containers but not yet seen.  Every item needs at least one
 	 * byte of its own, so this can never exceed the bytes left: a lie is caught at once. */
 	uint64_t pending = 0;
+	uint64_t nodes = 0;
 
 	if (!p || len == 0)
 		return -EBADMSG;
@@ -120,6 +121,8 @@ int frame_check(const void *payload, size_t len)
 		int kind = walk_item(p + pos, len - pos, &size, &items, &is_map, &is_str);
 		if (kind < 0)
 			return kind;
+		if (++nodes > FRAME_MAX_NODES)
+			return -E2BIG;
 		if (depth > 0 && stack[depth - 1].is_map && stack[depth - 1].left % 2 == 0 && !is_str)
 			return -EBADMSG;    /* map key that is not a string */
 		pos += (size_t)size;
@@ -152,10 +155,11 @@ int frame_check(const void *payload, size_t len)
 /* ---- decoding -------------------------------------------------------------- */
 
 /* Unpack a payload that already lives in f->zone.  Every str/bin object points into it, so
- * the frame owns all its bytes and needs no outside buffer. */
-static int decode_in_zone(struct frame *f, const char *data, size_t len)
+ * the frame owns all its bytes and needs no outside buffer.  checked: frame_check() already
+ * passed on these bytes. */
+static int decode_in_zone(struct frame *f, const char *data, size_t len, int checked)
 {
-	int rc = frame_check(data, len);
+	int rc = checked ? 0 : frame_check(data, len);
 	if (rc < 0)
 		return rc;
 	size_t off = 0;
@@ -189,11 +193,14 @@ int frame_decode(const void *payload, size_t len, struct frame *f)
 	memset(f, 0, sizeof *f);
 	if (!payload || len == 0 || len > UINT32_MAX)
 		return -EBADMSG;
+	/* Checked where the bytes are, so a refused payload is never copied. */
+	if ((rc = frame_check(payload, len)) < 0)
+		return rc;
 	rc = zone_start(f, len, &copy);
 	if (rc < 0)
 		return rc;
 	memcpy(copy, payload, len);
-	rc = decode_in_zone(f, copy, len);
+	rc = decode_in_zone(f, copy, len, 1);
 	if (rc < 0)
 		frame_release(f);
 	return rc;
@@ -218,7 +225,7 @@ int frame_read(int fd, size_t max_frame, struct frame *f)
 		return rc;
 	rc = wire_read_full(fd, buf, len);
 	if (rc == 0)
-		rc = decode_in_zone(f, buf, len);
+		rc = decode_in_zone(f, buf, len, 0);
 	if (rc < 0)
 		frame_release(f);
 	return rc;
@@ -563,6 +570,194 @@ cJSON *frame_to_json(const msgpack_object *o)
 		return NULL;
 	}
 	return to_json(o, 1);
+}
+
+/* ---- msgpack → JSON text ----------------------------------------------------- */
+
+/* Output of frame_to_json_text: grows geometrically but never past max, so a hostile value
+ * is refused once its text reaches the limit instead of after it was built. */
+struct jbuf {
+	char *p;
+	size_t len, cap, max;
+};
+
+static int jb_reserve(struct jbuf *b, size_t n)
+{
+	if (n > b->max - b->len)
+		return -EMSGSIZE;
+	if (b->len + n + 1 <= b->cap)
+		return 0;
+	size_t cap = b->cap ? b->cap : 256;
+	while (cap < b->len + n + 1)
+		cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+	if (cap > b->max + 1)
+		cap = b->max + 1;
+	char *np = realloc(b->p, cap);
+	if (!np)
+		return -ENOMEM;
+	b->p = np;
+	b->cap = cap;
+	return 0;
+}
+
+static int jb_put(struct jbuf *b, const char *s, size_t n)
+{
+	int rc = jb_reserve(b, n);
+	if (rc < 0)
+		return rc;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	return 0;
+}
+
+/* A JSON string literal of UTF-8 text: runs of plain bytes are copied whole, so text without
+ * escapes costs a scan and a memcpy. */
+static int jb_string(struct jbuf *b, const char *s, size_t n)
+{
+	static const char hexd[] = "0123456789abcdef";
+	int rc = jb_put(b, "\"", 1);
+	size_t run = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		if ((rc = jb_put(b, s + run, i - run)) < 0)
+			break;
+		char esc[6] = { '\\', (char)c, 0, 0, 0, 0 };
+		size_t el = 2;
+		switch (c) {
+		case '"': case '\\': break;
+		case '\n': esc[1] = 'n'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\t': esc[1] = 't'; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		default:
+			memcpy(esc, "\\u00", 4);
+			esc[4] = hexd[c >> 4];
+			esc[5] = hexd[c & 15];
+			el = 6;
+		}
+		rc = jb_put(b, esc, el);
+		run = i + 1;
+	}
+	if (rc == 0)
+		rc = jb_put(b, s + run, n - run);
+	return rc == 0 ? jb_put(b, "\"", 1) : rc;
+}
+
+/* The shortest of %.15g / %.17g that reads back as the same double (what cJSON prints). */
+static int jb_double(struct jbuf *b, double d)
+{
+	char num[40];
+	if (!isfinite(d))
+		return jb_put(b, "null", 4);
+	int n = snprintf(num, sizeof num, "%1.15g", d);
+	if (strtod(num, NULL) != d)
+		n = snprintf(num, sizeof num, "%1.17g", d);
+	return n > 0 ? jb_put(b, num, (size_t)n) : -EINVAL;
+}
+
+static int jb_value(struct jbuf *b, const msgpack_object *o, int depth)
+{
+	char num[32];
+	int n, rc = 0;
+	if (depth > FRAME_MAX_DEPTH && (o->type == MSGPACK_OBJECT_ARRAY || o->type == MSGPACK_OBJECT_MAP))
+		return -ELOOP;
+	switch (o->type) {
+	case MSGPACK_OBJECT_NIL:
+		return jb_put(b, "null", 4);
+	case MSGPACK_OBJECT_BOOLEAN:
+		return o->via.boolean ? jb_put(b, "true", 4) : jb_put(b, "false", 5);
+	case MSGPACK_OBJECT_POSITIVE_INTEGER:
+		n = snprintf(num, sizeof num, "%llu", (unsigned long long)o->via.u64);
+		return jb_put(b, num, (size_t)n);
+	case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+		n = snprintf(num, sizeof num, "%lld", (long long)o->via.i64);
+		return jb_put(b, num, (size_t)n);
+	case MSGPACK_OBJECT_FLOAT32:
+	case MSGPACK_OBJECT_FLOAT64:
+		return jb_double(b, o->via.f64);
+	case MSGPACK_OBJECT_STR:
+		if (!frame_utf8_valid(o->via.str.ptr, o->via.str.size))
+			return -EILSEQ;
+		return jb_string(b, o->via.str.ptr, o->via.str.size);
+	case MSGPACK_OBJECT_BIN: {
+		/* Base64 of the bytes, as frame_to_json gives; the size is known before encoding. */
+		size_t need = ((size_t)o->via.bin.size + 2) / 3 * 4 + 2;
+		if (need > b->max - b->len)
+			return -EMSGSIZE;
+		char *enc = base64_encode((const unsigned char *)o->via.bin.ptr, o->via.bin.size);
+		if (!enc)
+			return -ENOMEM;
+		rc = jb_put(b, "\"", 1);
+		if (rc == 0 && (rc = jb_put(b, enc, strlen(enc))) == 0)
+			rc = jb_put(b, "\"", 1);
+		free(enc);
+		return rc;
+	}
+	case MSGPACK_OBJECT_ARRAY:
+		rc = jb_put(b, "[", 1);
+		for (uint32_t i = 0; rc == 0 && i < o->via.array.size; i++) {
+			if (i && (rc = jb_put(b, ",", 1)) < 0)
+				break;
+			rc = jb_value(b, &o->via.array.ptr[i], depth + 1);
+		}
+		return rc == 0 ? jb_put(b, "]", 1) : rc;
+	case MSGPACK_OBJECT_MAP:
+		rc = jb_put(b, "{", 1);
+		for (uint32_t i = 0; rc == 0 && i < o->via.map.size; i++) {
+			const msgpack_object_kv *kv = &o->via.map.ptr[i];
+			if (kv->key.type != MSGPACK_OBJECT_STR)
+				return -EBADMSG;
+			if (i && (rc = jb_put(b, ",", 1)) < 0)
+				break;
+			if ((rc = jb_value(b, &kv->key, depth + 1)) < 0 || (rc = jb_put(b, ":", 1)) < 0)
+				break;
+			rc = jb_value(b, &kv->val, depth + 1);
+		}
+		return rc == 0 ? jb_put(b, "}", 1) : rc;
+	default:
+		return -EBADMSG;   /* ext: not part of the protocol */
+	}
+}
+
+int frame_to_json_text(const msgpack_object *o, size_t max, char **out, size_t *len)
+{
+	struct jbuf b = { .max = max };
+	*out = NULL;
+	*len = 0;
+	if (!o)
+		return -EINVAL;
+	int rc = jb_value(&b, o, 1);
+	if (rc == 0 && !b.p)
+		rc = jb_reserve(&b, 0);
+	if (rc < 0) {
+		free(b.p);
+		return rc;
+	}
+	b.p[b.len] = '\0';
+	*out = b.p;
+	*len = b.len;
+	return 0;
+}
+
+int frame_json_quote(const char *s, size_t n, char **out, size_t *outlen)
+{
+	struct jbuf b = { .max = SIZE_MAX - 1 };
+	*out = NULL;
+	/* Room for the common case (few escapes) at once, so the copy runs without regrowing. */
+	int rc = jb_reserve(&b, n + n / 16 + 2);
+	if (rc == 0)
+		rc = jb_string(&b, s, n);
+	if (rc < 0) {
+		free(b.p);
+		return rc;
+	}
+	b.p[b.len] = '\0';
+	*out = b.p;
+	*outlen = b.len;
+	return 0;
 }
 
 /* ---- incremental reader ---------------------------------------------------- */

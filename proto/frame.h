@@ -3,15 +3,18 @@
  * by libforkpoint (the job side).  docs/job-protocol.md is the normative description.
  *
  * Safety contract for decoding: a payload is first walked by frame_check(), which proves that
- * every container count fits in the remaining bytes and that nesting stays within
- * FRAME_MAX_DEPTH.  Only then is it handed to msgpack_unpack(), so msgpack-c never allocates
- * more than a small multiple of the payload size (a bare array32 header claiming 2^27 elements
- * would otherwise reserve gigabytes).
+ * every container count fits in the remaining bytes, that nesting stays within FRAME_MAX_DEPTH
+ * and that the payload holds at most FRAME_MAX_NODES values (each becomes a 24-byte object,
+ * so a frame of one-byte nils would otherwise unpack to 24 times its size).  Only then is it
+ * handed to msgpack_unpack(), so msgpack-c never allocates more than a small multiple of the
+ * payload size (a bare array32 header claiming 2^27 elements would otherwise reserve
+ * gigabytes), and never more than 24 MiB of objects.
  *
  * Return conventions: 0 / positive on success, negative errno on failure:
  *   -EMSGSIZE  declared length above the reader's limit (checked before any allocation)
  *   -EBADMSG   payload is not exactly one well-formed msgpack map
  *   -ELOOP     nesting deeper than FRAME_MAX_DEPTH
+ *   -E2BIG     more than FRAME_MAX_NODES values
  *   -ENOMEM    out of memory */
 #ifndef FP_FRAME_H
 #define FP_FRAME_H
@@ -25,6 +28,13 @@
 #define FRAME_HEADER_BYTES 4
 #define FRAME_MAX_DEFAULT  (8u << 20)   /* 8 MiB: room for a checkpoint, not for abuse */
 #define FRAME_MAX_DEPTH    32
+/* Values (containers, keys and scalars) one payload may hold: 1 Mi, whatever its byte size,
+ * so a decoded frame costs at most its bytes plus 24 MiB of objects. */
+#define FRAME_MAX_NODES    (1u << 20)
+/* Largest checkpoint: it travels back to the job in a start frame with the task's arguments
+ * and a few fields, which need the rest of an 8 MiB frame (the supervisor also refuses one
+ * that, with the task's own arguments, would not fit). */
+#define FRAME_CHECKPOINT_MAX (FRAME_MAX_DEFAULT - 4096u)
 
 /* ---- decoding -------------------------------------------------------------- */
 
@@ -67,6 +77,16 @@ int frame_utf8_valid(const char *s, size_t len);
  * non-finite floats become null.  Returns NULL (errno set) on failure: EILSEQ for a string or
  * key that is not UTF-8 or holds a NUL, ELOOP, EBADMSG (ext, non-string key), ENOMEM. */
 cJSON *frame_to_json(const msgpack_object *o);
+
+/* The same value as compact JSON text, written directly (no cJSON tree: a value of a million
+ * nodes costs its text, not a million allocations), in a malloc'd NUL-terminated buffer of at
+ * most max bytes.  Integers keep all 64 bits.  0 and *out / *len set (the caller frees *out);
+ * -EMSGSIZE if the text would exceed max, -EILSEQ, -ELOOP, -EBADMSG or -ENOMEM as above. */
+int frame_to_json_text(const msgpack_object *o, size_t max, char **out, size_t *len);
+/* s[0..n) (UTF-8, checked by the caller) as a JSON string literal with its quotes, in a
+ * malloc'd NUL-terminated buffer: for embedding stored JSON text as a string without building
+ * a tree.  0 and *out / *outlen set, or -ENOMEM. */
+int frame_json_quote(const char *s, size_t n, char **out, size_t *outlen);
 
 /* Blocking read of exactly one frame from fd: the 4-byte header, then exactly the payload,
  * never a byte more (a stream shared by successive processes stays aligned on frames).

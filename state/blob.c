@@ -144,13 +144,23 @@ static int mkdir_durable(const char *path, const char *parent)
 
 /* ---- put / get / exists ----------------------------------------------------------- */
 
-int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
+/* A test's fault for one step, or 0. */
+static int fault_at(const struct blob_store *bs, const char *step)
+{
+	return bs && bs->fault ? bs->fault(bs->fault_arg, step) : 0;
+}
+
+/* blob_put with an optional store: its fault hook is consulted before each disk step, and
+ * *added says whether a new file now exists (a dedup hit adds nothing). */
+static int put_impl(struct blob_store *bs, const char *state_dir, const void *data, size_t len,
+		    char hex[BLOB_HEX_LEN + 1], int *added)
 {
 	char top[PATH_MAX], sub[PATH_MAX], final[PATH_MAX], tmp[PATH_MAX];
 	struct stat st;
 	int fd = -1;
 	int rc;
 
+	*added = 0;
 	if (state_dir == NULL || hex == NULL || (data == NULL && len > 0))
 		return -EINVAL;
 	blob_sha256_hex(data, len, hex);
@@ -178,8 +188,9 @@ int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	rc = wire_write_full(fd, data, len);
-	if (rc < 0)
+	if ((rc = fault_at(bs, "write")) < 0 || (rc = wire_write_full(fd, data, len)) < 0)
+		goto fail;
+	if ((rc = fault_at(bs, "fsync")) < 0)
 		goto fail;
 	if (fdatasync(fd) < 0) {
 		rc = -errno;
@@ -191,10 +202,13 @@ int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_
 		goto fail;
 	}
 	fd = -1;
+	if ((rc = fault_at(bs, "rename")) < 0)
+		goto fail;
 	if (rename(tmp, final) < 0) {
 		rc = -errno;
 		goto fail;
 	}
+	*added = 1;
 	return fsync_dir(sub);
 
 fail:
@@ -202,6 +216,58 @@ fail:
 		close(fd);
 	unlink(tmp);
 	return rc;
+}
+
+int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
+{
+	int added;
+	return put_impl(NULL, state_dir, data, len, hex, &added);
+}
+
+int blob_open(const char *state_dir, const char *hex, int *fd, uint64_t *size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	*fd = -1;
+	if (state_dir == NULL || !hex_valid(hex))
+		return -EINVAL;
+	if ((rc = blob_path(state_dir, hex, path, sizeof path)) < 0)
+		return rc;
+	int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (f < 0)
+		return -errno;
+	if (fstat(f, &st) < 0) {
+		rc = -errno;
+		close(f);
+		return rc;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(f);
+		return -EBADMSG;
+	}
+	*fd = f;
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+int blob_size(const char *state_dir, const char *hex, uint64_t *size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (state_dir == NULL || !hex_valid(hex))
+		return -EINVAL;
+	if ((rc = blob_path(state_dir, hex, path, sizeof path)) < 0)
+		return rc;
+	if (lstat(path, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -EBADMSG;
+	*size = (uint64_t)st.st_size;
+	return 0;
 }
 
 int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
@@ -361,5 +427,86 @@ int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *re
 	closedir(d);
 	if (removed != NULL)
 		*removed = count;
+	return rc;
+}
+
+/* ---- the server's store --------------------------------------------------------------- */
+
+/* Bytes of every regular file under blobs/<xx>/. */
+static int count_bytes(const char *state_dir, uint64_t *bytes)
+{
+	char top[PATH_MAX];
+	struct dirent *e, *f;
+	struct stat st;
+
+	*bytes = 0;
+	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
+		return -ENAMETOOLONG;
+	DIR *d = opendir(top);
+	if (d == NULL)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	while ((e = readdir(d)) != NULL) {
+		if (!is_hex2(e->d_name))
+			continue;
+		int sfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		DIR *d2 = sfd >= 0 ? fdopendir(sfd) : NULL;
+		if (d2 == NULL) {
+			if (sfd >= 0)
+				close(sfd);
+			continue;
+		}
+		while ((f = readdir(d2)) != NULL)
+			if (fstatat(dirfd(d2), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+				*bytes += (uint64_t)st.st_size;
+		closedir(d2);
+	}
+	closedir(d);
+	return 0;
+}
+
+int blob_store_init(struct blob_store *bs, const char *state_dir)
+{
+	memset(bs, 0, sizeof *bs);
+	bs->state_dir = state_dir;
+	return state_dir ? count_bytes(state_dir, &bs->bytes) : -EINVAL;
+}
+
+int blob_store_put(struct blob_store *bs, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
+                   int *added)
+{
+	int a = 0;
+	int rc = put_impl(bs, bs->state_dir, data, len, hex, &a);
+	if (a)
+		bs->bytes += len;
+	if (added)
+		*added = a;
+	return rc;
+}
+
+int blob_store_remove(struct blob_store *bs, const char *hex)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	if (!hex_valid(hex))
+		return -EINVAL;
+	if ((rc = blob_path(bs->state_dir, hex, path, sizeof path)) < 0)
+		return rc;
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (unlink(path) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (S_ISREG(st.st_mode))
+		bs->bytes = bs->bytes > (uint64_t)st.st_size ? bs->bytes - (uint64_t)st.st_size : 0;
+	return 0;
+}
+
+int blob_store_gc(struct blob_store *bs, const char *const *keep, size_t n, size_t *removed)
+{
+	int rc = blob_gc(bs->state_dir, keep, n, removed);
+	uint64_t b;
+	if (count_bytes(bs->state_dir, &b) == 0)
+		bs->bytes = b;
 	return rc;
 }

@@ -384,7 +384,8 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 {
 	static const char *const keys[] = {
 		"name", "maxConcurrent", "maxQueue", "fileRoots", "cancelGraceSeconds",
-		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", NULL,
+		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", "resultMaxBytes", "stateDirMaxMB",
+		NULL,
 	};
 	if (!v)
 		return 0;
@@ -397,7 +398,9 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 	    opt_num(cx, v, "server", "cancelGraceSeconds", 0, 3600, &s->cancel_grace_seconds) ||
 	    opt_long(cx, v, "server", "maxFrameBytes", 1024, 64L << 20, &s->max_frame_bytes) ||
 	    opt_long(cx, v, "server", "logMaxBytes", 4096, 1L << 30, &s->log_max_bytes) ||
-	    opt_long(cx, v, "server", "resultInlineBytes", 256, 16L << 20, &s->result_inline_bytes))
+	    opt_long(cx, v, "server", "resultInlineBytes", 256, 16L << 20, &s->result_inline_bytes) ||
+	    opt_long(cx, v, "server", "resultMaxBytes", 1024, 64L << 20, &s->result_max_bytes) ||
+	    opt_long(cx, v, "server", "stateDirMaxMB", 0, 1L << 30, &s->state_max_mb))
 		return -1;
 	return 0;
 }
@@ -486,7 +489,7 @@ static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct 
 {
 	static const char *const keys[] = {
 		"profile", "network", "memoryMB", "cpuSeconds", "maxProcesses", "maxFileMB",
-		"readPaths", "writePaths", "require", NULL,
+		"maxCheckpointMB", "readPaths", "writePaths", "require", NULL,
 	};
 	static const char *const profiles[] = { "default", "strict", "none", NULL };
 	static const char *const mechanisms[] = {
@@ -501,6 +504,7 @@ static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct 
 	    opt_long(cx, v, kp, "cpuSeconds", 1, 31536000, &sb->cpu_seconds) ||
 	    opt_long(cx, v, kp, "maxProcesses", 1, 65536, &sb->max_processes) ||
 	    opt_long(cx, v, kp, "maxFileMB", 1, 1048576, &sb->max_file_mb) ||
+	    opt_long(cx, v, kp, "maxCheckpointMB", 1, 8, &sb->max_checkpoint_mb) ||
 	    opt_paths(cx, v, kp, "readPaths", &sb->read_paths, &sb->n_read_paths) ||
 	    opt_paths(cx, v, kp, "writePaths", &sb->write_paths, &sb->n_write_paths))
 		return -1;
@@ -763,6 +767,7 @@ static int build(struct ctx *cx, const char *text, size_t len, struct config **o
 	c->server.max_frame_bytes = FRAME_MAX_DEFAULT;
 	c->server.log_max_bytes = 8L << 20;
 	c->server.result_inline_bytes = 64L << 10;
+	c->server.result_max_bytes = 16L << 20;
 	if (!(c->path = strdup(cx->file)) || !(c->dir = strdup(cx->dir)) ||
 	    !(c->server.name = strdup("forkpoint"))) {
 		oom(cx);

@@ -21,6 +21,7 @@ struct sandbox_cfg {
 	long cpu_seconds;
 	long max_processes;
 	long max_file_mb;
+	long max_checkpoint_mb;  /* largest checkpoint a task may keep stored, MiB; default 8 */
 	char **read_paths;  size_t n_read_paths;   /* absolute, resolved against config dir */
 	char **write_paths; size_t n_write_paths;
 	char **require;     size_t n_require;      /* mechanisms the tool demands, e.g. "seccomp" */
@@ -54,7 +55,9 @@ struct server_cfg {
 	double cancel_grace_seconds;  /* default 5: cancel frame → SIGKILL of the job's tree */
 	long max_frame_bytes;    /* default FRAME_MAX_DEFAULT */
 	long log_max_bytes;      /* per-task captured output cap; default 8 MiB */
-	long result_inline_bytes;/* larger results go to a resource link (issue 5); default 64 KiB */
+	long result_inline_bytes;/* larger results go to a resource link; default 64 KiB */
+	long result_max_bytes;   /* largest result (as JSON text) a job may return; default 16 MiB */
+	long state_max_mb;       /* disk budget of the blob store and journal, MiB; 0 = none */
 };
 
 struct config {

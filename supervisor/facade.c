@@ -248,7 +248,15 @@ cJSON *facade_view(struct supervisor *sv, const struct task *t)
 		break;
 	}
 	case TASK_COMPLETED:
-		cJSON_AddItemToObject(o, "result", t->result ? cJSON_Duplicate(t->result, 1) : cJSON_CreateNull());
+		if (!t->result && t->result_blob[0]) {
+			/* Kept in the blob store: name it, never load it here. */
+			char uri[200];
+			snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", t->id);
+			cJSON_AddStringToObject(o, "resultUri", uri);
+			cJSON_AddNumberToObject(o, "resultBytes", (double)t->result_bytes);
+		} else {
+			cJSON_AddItemToObject(o, "result", t->result ? cJSON_Duplicate(t->result, 1) : cJSON_CreateNull());
+		}
 		if (t->artifacts) {
 			cJSON_AddItemToObject(o, "artifacts", cJSON_Duplicate(t->artifacts, 1));
 			snprintf(note, sizeof note, "Finished. The job's result is in result; the files it produced are "
@@ -274,19 +282,42 @@ cJSON *facade_view(struct supervisor *sv, const struct task *t)
 	return o;
 }
 
-/* A result too large to paste into the model's context goes out as a summary and a link. */
+/* A result too large to paste into the model's context goes out as a summary and a link;
+ * one kept in a blob is large by construction. */
 static int result_too_large(struct supervisor *sv, const struct task *t)
 {
-	if (t->status != TASK_COMPLETED || !t->result || !sv->transfers)
+	if (t->status != TASK_COMPLETED || !sv->transfers)
 		return 0;
+	if (!t->result)
+		return t->result_blob[0] != 0;
 	char *s = cJSON_PrintUnformatted(t->result);
 	size_t n = s ? strlen(s) : 0;
 	free(s);
 	return (long)n > sv->cfg->server.result_inline_bytes;
 }
 
+cJSON *facade_result_lost(const struct task *t)
+{
+	char msg[300];
+	snprintf(msg, sizeof msg, "Task %s completed, but its stored result (blob %s) is missing or "
+	         "damaged; it cannot be read back.", t->id, t->result_blob);
+	cJSON *env = task_envelope("task_lost", msg, 0,
+		"Call the tool again to compute the result anew; `forkpoint fsck` reports the damage.");
+	if (env) {
+		cJSON_AddStringToObject(env, "blob", t->result_blob);
+		cJSON_AddStringToObject(env, "taskStatus", task_status_name(t->status));
+	}
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "taskId", t->id);
+	cJSON_AddStringToObject(o, "status", "failed");
+	cJSON_AddItemToObject(o, "error", env);
+	return facade_result(o, 1);
+}
+
 cJSON *facade_final_result(struct supervisor *sv, const struct task *t)
 {
+	if (t->status == TASK_COMPLETED && t->result_lost)
+		return facade_result_lost(t);
 	if (result_too_large(sv, t))
 		return transfer_result_link(sv->transfers, t);
 	if (t->status == TASK_COMPLETED && t->result_is_mcp)
@@ -317,6 +348,8 @@ static cJSON *unknown_task(const char *id)
 
 static cJSON *do_get(struct supervisor *sv, struct task *t)
 {
+	if (t->status == TASK_COMPLETED && t->result_lost)
+		return facade_result_lost(t);
 	if (result_too_large(sv, t))
 		return transfer_result_link(sv->transfers, t);
 	return facade_result(facade_view(sv, t), 0);

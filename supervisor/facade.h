@@ -34,6 +34,9 @@ cJSON *facade_error(const char *code, const char *message, int retryable, const 
 cJSON *facade_failure(cJSON *envelope);
 /* The result of a finished task as the original tool call's result (sync/auto mode). */
 cJSON *facade_final_result(struct supervisor *sv, const struct task *t);
+/* What a completed task whose result blob is missing or damaged answers: a task_lost
+ * envelope naming the blob (the task and its record are kept). */
+cJSON *facade_result_lost(const struct task *t);
 /* ISO 8601 UTC with milliseconds. */
 void facade_iso_time(int64_t ms, char out[64]);
 

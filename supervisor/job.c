@@ -384,6 +384,7 @@ static void drain_sock(struct job *j, size_t budget)
 				break;
 			if (rc < 0) {
 				job_kill(j, rc == -ELOOP ? "protocol violation: frame nested too deeply"
+				          : rc == -E2BIG ? "protocol violation: frame holds more than 1048576 values"
 				                         : "protocol violation: malformed frame");
 				return;
 			}

@@ -331,8 +331,15 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 		print_kv_json("sandbox", t->sandbox, raw);
 	if (t->artifacts)
 		print_kv_json("artifacts", t->artifacts, raw);
-	if (t->result)
+	if (t->result) {
 		print_kv_json("result", t->result, raw);
+	} else if (t->result_blob[0]) {
+		/* Kept in the blob store: its size and summary (job text: shown like the rest). */
+		char pre[200];
+		snprintf(pre, sizeof pre, "%llu bytes of JSON in blob %s: ", (unsigned long long)t->result_bytes,
+		         t->result_blob);
+		print_kv("result", pre, t->result_summary ? t->result_summary : "a JSON value", raw);
+	}
 	if (t->error)
 		print_kv_json("error", t->error, raw);
 	if (TASK_TERMINAL(t->status)) {
@@ -516,7 +523,8 @@ int ops_fsck(int argc, char **argv)
 			size_t n;
 			int r = blob_get(v.sv.state_dir, refs[i], &d, &n);
 			if (r < 0) {
-				printf("task %s: %s blob %s: %s\n", t->id, i ? "result" : "checkpoint", refs[i],
+				printf("task %s: %s blob %s: %s (the task answers task_lost)\n", t->id,
+				       i ? "result" : "checkpoint", refs[i],
 				       r == -EBADMSG ? "content does not match its sha256" : strerror(-r));
 				bad = 1;
 			} else {

@@ -24,6 +24,9 @@ struct persist {
 	int64_t last_progress_flush;
 	struct loop_timer *progress_timer;
 	uint64_t snapshot_bytes;
+	struct blob_store blobs;
+	char (*release)[BLOB_HEX_LEN + 1];    /* superseded blobs, deleted after the next commit */
+	size_t nrelease, caprelease;
 };
 
 /* ---- encoding ------------------------------------------------------------------------------ */
@@ -58,12 +61,13 @@ static void kv_double(struct frame_map *r, const char *k, double v)
 	frame_pack_kv_double(&r->pk, k, v);
 }
 
-static void rec_end(struct persist *p, struct frame_map *r, uint8_t type)
+static int rec_end(struct persist *p, struct frame_map *r, uint8_t type)
 {
 	int rc = journal_append(p->j, type, r->sb.data, r->sb.size);
 	if (rc < 0)
 		fplog(&p->sv->log, FPLOG_CRITICAL, NULL, "journal append failed: %s", strerror(-rc));
 	msgpack_sbuffer_destroy(&r->sb);
+	return rc;
 }
 
 int persist_append(struct persist *p, uint8_t type, const void *payload, size_t len)
@@ -134,15 +138,94 @@ void persist_progress(struct persist *p, struct task *t)
 		p->progress_timer = loop_timer_in(p->sv->loop, PROGRESS_FLUSH_MS, progress_timer_cb, p);
 }
 
+uint64_t persist_disk_bytes(const struct persist *p)
+{
+	return p->blobs.bytes + journal_total_bytes(p->j);
+}
+
+struct blob_store *persist_blob_store(struct persist *p)
+{
+	return &p->blobs;
+}
+
+/* -EDQUOT if len more bytes would take the state dir over its budget. */
+static int budget_check(const struct persist *p, size_t len)
+{
+	long mb = p->sv->cfg ? p->sv->cfg->server.state_max_mb : 0;
+	if (mb <= 0)
+		return 0;
+	return persist_disk_bytes(p) + len > (uint64_t)mb << 20 ? -EDQUOT : 0;
+}
+
+/* Remember a blob that a newer record no longer needs; persist_commit deletes it. */
+static void release_later(struct persist *p, const char *hex)
+{
+	if (p->nrelease == p->caprelease) {
+		size_t n = p->caprelease ? p->caprelease * 2 : 16;
+		void *d = realloc(p->release, n * sizeof *p->release);
+		if (!d)
+			return;   /* the blob stays until the next compaction collects it */
+		p->release = d;
+		p->caprelease = n;
+	}
+	memcpy(p->release[p->nrelease++], hex, BLOB_HEX_LEN + 1);
+}
+
+static int cmp_hex(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* After a successful commit: delete the superseded blobs no task refers to any more (blobs are
+ * shared by content, so another task, or the same one again, may).  One pass over the tasks
+ * for the whole batch, with the names sorted and made unique for bsearch. */
+static void release_blobs(struct persist *p)
+{
+	if (!p->nrelease)
+		return;
+	qsort(p->release, p->nrelease, sizeof *p->release, cmp_hex);
+	size_t n = 1;
+	for (size_t i = 1; i < p->nrelease; i++)
+		if (strcmp(p->release[i], p->release[n - 1]) != 0)
+			memcpy(p->release[n++], p->release[i], sizeof *p->release);
+	unsigned char *keep = calloc(n, 1);
+	if (!keep)
+		return;   /* tried again after the next commit */
+	for (struct task *t = tasks_newest(p->sv->tasks); t; t = t->next) {
+		const char *refs[2] = { t->checkpoint_blob, t->result_blob };
+		for (int i = 0; i < 2; i++) {
+			char (*hit)[BLOB_HEX_LEN + 1] = refs[i][0] ?
+				bsearch(refs[i], p->release, n, sizeof *p->release, cmp_hex) : NULL;
+			if (hit)
+				keep[hit - p->release] = 1;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		int rc = keep[i] ? 0 : blob_store_remove(&p->blobs, p->release[i]);
+		if (rc < 0)
+			fplog(&p->sv->log, FPLOG_WARNING, NULL, "could not delete superseded blob %s: %s",
+			      p->release[i], strerror(-rc));
+	}
+	free(keep);
+	p->nrelease = 0;
+}
+
 int persist_checkpoint(struct persist *p, struct task *t)
 {
 	struct frame_map r;
+	char old[BLOB_HEX_LEN + 1];
+	memcpy(old, t->checkpoint_blob, sizeof old);
 	t->checkpoint_blob[0] = 0;
 	if (t->checkpoint_len > INLINE_CHECKPOINT) {
-		int rc = blob_put(p->sv->state_dir, t->checkpoint, t->checkpoint_len, t->checkpoint_blob);
-		if (rc < 0)
+		int rc = budget_check(p, t->checkpoint_len);
+		if (rc == 0)
+			rc = blob_store_put(&p->blobs, t->checkpoint, t->checkpoint_len, t->checkpoint_blob, NULL);
+		if (rc < 0) {
+			t->checkpoint_blob[0] = 0;
 			return rc;
+		}
 	}
+
 	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_int(&r, "seq", t->checkpoint_seq);
@@ -151,8 +234,11 @@ int persist_checkpoint(struct persist *p, struct task *t)
 	else
 		kv_bin(&r, "data", t->checkpoint, t->checkpoint_len);
 	kv_int(&r, "at", t->updated_ms);
-	rec_end(p, &r, REC_CHECKPOINT);
-	return 0;
+	int rc = rec_end(p, &r, REC_CHECKPOINT);
+	/* Only a record in the batch can supersede the old one. */
+	if (rc == 0 && old[0] && strcmp(old, t->checkpoint_blob) != 0)
+		release_later(p, old);
+	return rc;
 }
 
 void persist_asked(struct persist *p, const struct task *t)
@@ -178,22 +264,55 @@ void persist_answered(struct persist *p, const struct task *t, const char *qid, 
 	rec_end(p, &r, REC_ANSWER);
 }
 
+int persist_store_result(struct persist *p, struct task *t, const char *text, size_t len)
+{
+	int rc = budget_check(p, len);
+	if (rc == 0)
+		rc = blob_store_put(&p->blobs, text, len, t->result_blob, NULL);
+	if (rc < 0) {
+		t->result_blob[0] = 0;
+		return rc;
+	}
+	t->result_bytes = len;
+	t->result_lost = 0;
+	return 0;
+}
+
+/* The result as record text: none, a blob already stored (t->result is then NULL), or
+ * t->result printed, stored as a blob when it is large. */
 static int result_to_blob(struct persist *p, struct task *t, char **text)
 {
 	*text = NULL;
-	t->result_blob[0] = 0;
 	if (!t->result)
 		return 0;
+	t->result_blob[0] = 0;
 	*text = cJSON_PrintUnformatted(t->result);
 	if (!*text)
 		return -ENOMEM;
 	size_t n = strlen(*text);
 	if ((long)n > p->sv->cfg->server.result_inline_bytes) {
-		int rc = blob_put(p->sv->state_dir, *text, n, t->result_blob);
+		int rc = blob_store_put(&p->blobs, *text, n, t->result_blob, NULL);
 		if (rc < 0)
 			return rc;
+		t->result_bytes = n;
 	}
 	return 0;
+}
+
+/* The result fields of FINISH and snapshot records: 3 pairs. */
+static void kv_result(struct frame_map *r, const struct task *t, const char *text)
+{
+	if (t->result_blob[0]) {
+		kv_str(r, "resultBlob", t->result_blob);
+		kv_int(r, "resultBytes", (int64_t)t->result_bytes);
+		kv_str(r, "resultSummary", t->result_summary ? t->result_summary : "a JSON value");
+	} else {
+		kv_str(r, "result", text ? text : "null");
+		frame_pack_str(&r->pk, "resultBytes");
+		msgpack_pack_nil(&r->pk);
+		frame_pack_str(&r->pk, "resultSummary");
+		msgpack_pack_nil(&r->pk);
+	}
 }
 
 int persist_finished(struct persist *p, struct task *t)
@@ -205,21 +324,28 @@ int persist_finished(struct persist *p, struct task *t)
 		return rc;
 	}
 	struct frame_map r;
-	frame_map_begin(&r, 8);
+	frame_map_begin(&r, 10);
 	kv_str(&r, "id", t->id);
 	kv_str(&r, "status", task_status_name(t->status));
 	kv_json(&r, "artifacts", t->artifacts);
-	if (t->result_blob[0])
-		kv_str(&r, "resultBlob", t->result_blob);
-	else
-		kv_str(&r, "result", text ? text : "null");
+	kv_result(&r, t, text);
 	kv_int(&r, "mcp", t->result_is_mcp);
 	kv_json(&r, "error", t->error);
 	kv_int(&r, "at", t->finished_ms);
 	kv_int(&r, "expires", t->expires_ms);
-	rec_end(p, &r, REC_FINISH);
+	rc = rec_end(p, &r, REC_FINISH);
 	free(text);
-	return 0;
+	/* A finished task never resumes: its checkpoint goes once the outcome is durable. */
+	if (rc == 0 && t->checkpoint_blob[0]) {
+		release_later(p, t->checkpoint_blob);
+		t->checkpoint_blob[0] = 0;
+	}
+	if (rc == 0) {
+		free(t->checkpoint);
+		t->checkpoint = NULL;
+		t->checkpoint_len = 0;
+	}
+	return rc;
 }
 
 void persist_retry(struct persist *p, const struct task *t)
@@ -234,13 +360,21 @@ void persist_retry(struct persist *p, const struct task *t)
 	rec_end(p, &r, REC_RETRY);
 }
 
-void persist_expired(struct persist *p, const char *id, int64_t until)
+int persist_expired(struct persist *p, const char *id, int64_t until)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
-	rec_end(p, &r, REC_EXPIRE);
+	return rec_end(p, &r, REC_EXPIRE);
+}
+
+void persist_release(struct persist *p, const struct task *t)
+{
+	if (t->checkpoint_blob[0])
+		release_later(p, t->checkpoint_blob);
+	if (t->result_blob[0])
+		release_later(p, t->result_blob);
 }
 
 /* A whole task, for snapshots. */
@@ -256,7 +390,7 @@ static int snap_task(struct persist *p, struct task *t)
 	for (struct task_answer *a = t->answers; a; a = a->next)
 		n++;
 	struct frame_map r;
-	frame_map_begin(&r, 24);
+	frame_map_begin(&r, 26);
 	kv_json(&r, "sandbox", t->sandbox);
 	kv_json(&r, "artifacts", t->artifacts);
 	kv_str(&r, "id", t->id);
@@ -300,10 +434,7 @@ static int snap_task(struct persist *p, struct task *t)
 		msgpack_pack_bin_body(&r.pk, t->checkpoint, t->checkpoint_len);
 	}
 	kv_int(&r, "seq", t->checkpoint_seq);
-	if (t->result_blob[0])
-		kv_str(&r, "resultBlob", t->result_blob);
-	else
-		kv_str(&r, "result", text ? text : "null");
+	kv_result(&r, t, text);
 	kv_int(&r, "mcp", t->result_is_mcp);
 	kv_json(&r, "error", t->error);
 	rec_end(p, &r, REC_SNAP_TASK);
@@ -332,7 +463,10 @@ int persist_commit(struct persist *p)
 	}
 	if (journal_pending_bytes(p->j) == 0)
 		return 0;
-	return journal_commit(p->j);
+	int rc = journal_commit(p->j);
+	if (rc == 0)
+		release_blobs(p);
+	return rc;
 }
 
 size_t persist_pending(const struct persist *p)
@@ -408,7 +542,7 @@ int persist_compact(struct persist *p)
 		size_t removed = 0;
 		if (nblobs)
 			qsort(keep, nblobs, sizeof *keep, cmp_str);
-		blob_gc(p->sv->state_dir, keep, nblobs, &removed);
+		blob_store_gc(&p->blobs, keep, nblobs, &removed);
 		p->snapshot_bytes = journal_total_bytes(p->j);
 		fplog(&p->sv->log, FPLOG_INFO, NULL, "journal compacted: %zu tasks, %llu bytes, %zu blobs collected",
 		      tasks_count(p->sv->tasks), (unsigned long long)p->snapshot_bytes, removed);
@@ -545,39 +679,78 @@ static int load_checkpoint(struct persist *p, struct task *t, const msgpack_obje
 		return 0;
 	snprintf(t->checkpoint_blob, sizeof t->checkpoint_blob, "%s", hex);
 	free(hex);
-	if (p->read_only)
-		return 0;   /* ls/show need to know a checkpoint exists, not its bytes */
-	void *d;
-	int rc = blob_get(p->sv->state_dir, t->checkpoint_blob, &d, &len);
-	if (rc < 0)
-		return rc;
-	t->checkpoint = d;
-	t->checkpoint_len = len;
+	(void)p;
+	/* Only the name: a later record may supersede this one, and its blob may then have been
+	 * deleted already.  load_blobs() reads the last one once replay is over. */
 	return 0;
 }
 
+/* A result in a blob stays there: the task keeps its name, size and summary, and the text
+ * is read when a client asks for it (a restart never loads or parses it). */
 static int load_result(struct persist *p, struct task *t, const msgpack_object *m, int *bad)
 {
 	char *hex = frame_get_strdup(m, "resultBlob");
 	cJSON_Delete(t->result);
 	t->result = NULL;
+	free(t->result_summary);
+	t->result_summary = NULL;
+	t->result_blob[0] = 0;
+	t->result_bytes = 0;
+	(void)p;
 	if (hex) {
 		snprintf(t->result_blob, sizeof t->result_blob, "%s", hex);
 		free(hex);
-		void *d;
-		size_t len;
-		int rc = blob_get(p->sv->state_dir, t->result_blob, &d, &len);
-		if (rc < 0)
-			return rc;
-		t->result = cJSON_ParseWithLength(d, len);
-		free(d);
-		if (!t->result)
-			*bad = 1;
+		int64_t n = get_i(m, "resultBytes");
+		t->result_bytes = n > 0 ? (uint64_t)n : 0;
+		t->result_summary = frame_get_strdup(m, "resultSummary");
 	} else {
 		t->result = get_json(m, "result", bad);
 	}
 	t->result_is_mcp = get_i(m, "mcp") != 0;
 	return 0;
+}
+
+/* After replay: read the checkpoint of every task that may run again, and check that every
+ * result blob is there with its recorded size (its content is verified when it is read).  A
+ * missing or damaged blob is said on the task, whose record is kept. */
+static void load_blobs(struct persist *p)
+{
+	for (struct task *t = tasks_newest(p->sv->tasks); t; t = t->next) {
+		if (t->result_blob[0]) {
+			uint64_t size = 0;
+			int rc = blob_size(p->sv->state_dir, t->result_blob, &size);
+			if (rc == 0 && t->result_bytes == 0)
+				t->result_bytes = size;   /* a record from before sizes were kept */
+			if (rc < 0 || size != t->result_bytes) {
+				t->result_lost = 1;
+				fplog(&p->sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,
+				      rc < 0 ? strerror(-rc) : "damaged (its size is not the recorded one)");
+			}
+		}
+		if (TASK_TERMINAL(t->status))
+			t->checkpoint_blob[0] = 0;   /* never needed again: compaction collects it */
+		if (!t->checkpoint_blob[0] || t->checkpoint)
+			continue;
+		void *d;
+		size_t len;
+		int rc = blob_get(p->sv->state_dir, t->checkpoint_blob, &d, &len);
+		if (rc == 0) {
+			t->checkpoint = d;
+			t->checkpoint_len = len;
+			continue;
+		}
+		fplog(&p->sv->log, FPLOG_ERROR, t->id, "checkpoint blob %s is %s", t->checkpoint_blob,
+		      rc == -EBADMSG ? "damaged" : strerror(-rc));
+		t->status = TASK_FAILED;
+		cJSON_Delete(t->error);
+		t->error = task_envelope("task_lost", "The task's stored checkpoint is missing or damaged.",
+		                         0, "Call the tool again; `forkpoint fsck` reports what is damaged.");
+		if (t->error)
+			cJSON_AddStringToObject(t->error, "blob", t->checkpoint_blob);
+		t->finished_ms = t->updated_ms;
+		t->expires_ms = t->finished_ms + 86400000;
+		t->was_running = 0;
+	}
 }
 
 static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
@@ -724,6 +897,11 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 		t->expires_ms = get_i(m, "expires");
 		t->was_running = 0;
 		task_clear_question(t);
+		/* Its checkpoint blob was released after this record was durable. */
+		free(t->checkpoint);
+		t->checkpoint = NULL;
+		t->checkpoint_len = 0;
+		t->checkpoint_blob[0] = 0;
 		break;
 	}
 	case REC_RETRY:
@@ -819,6 +997,11 @@ int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void
 	}
 	p->snapshot_bytes = journal_total_bytes(p->j);
 	p->last_progress_flush = loop_now();
+	if (!read_only) {
+		load_blobs(p);
+		if ((rc = blob_store_init(&p->blobs, sv->state_dir)) < 0)
+			fplog(&sv->log, FPLOG_WARNING, NULL, "cannot count the blob store's bytes: %s", strerror(-rc));
+	}
 	*out = p;
 	return 0;
 }
@@ -831,5 +1014,6 @@ void persist_close(struct persist *p)
 		loop_timer_cancel(p->sv->loop, p->progress_timer);
 	journal_close(p->j);
 	free(p->dirty);
+	free(p->release);
 	free(p);
 }

@@ -47,14 +47,29 @@ uint64_t persist_records_replayed(const struct persist *p);
 void persist_created(struct persist *p, const struct task *t);
 void persist_started(struct persist *p, const struct task *t);
 void persist_progress(struct persist *p, struct task *t);   /* marks dirty; coalesced */
-/* Store checkpoint bytes (large ones as a blob, durably) and record it.  0 or -errno. */
+/* Store checkpoint bytes (large ones as a blob, durably) and record it.  The blob of the
+ * checkpoint it replaces is deleted after the commit that makes this record durable (never
+ * before: until then a crash replays the old one), unless another task refers to it.
+ * 0, -EDQUOT over server.stateDirMaxMB, or -errno. */
 int persist_checkpoint(struct persist *p, struct task *t);
 void persist_asked(struct persist *p, const struct task *t);
 void persist_answered(struct persist *p, const struct task *t, const char *qid, const cJSON *response);
-/* Terminal state; a large result goes to a blob.  0 or -errno. */
+/* Store a large result's JSON text as a blob, durably, before any record names it: sets
+ * t->result_blob and t->result_bytes.  0, -EDQUOT over server.stateDirMaxMB, or -errno (the
+ * task then keeps the text and tries again). */
+int persist_store_result(struct persist *p, struct task *t, const char *text, size_t len);
+/* Bytes the state dir holds in blobs and journal segments (what stateDirMaxMB bounds). */
+uint64_t persist_disk_bytes(const struct persist *p);
+/* The journal's blob store, for tests that set its fault hook (blob.h); the server never does. */
+struct blob_store *persist_blob_store(struct persist *p);
+/* Terminal state (a result already in t->result_blob is referenced, a large one in t->result
+ * goes to a blob).  0 or -errno. */
 int persist_finished(struct persist *p, struct task *t);
 void persist_retry(struct persist *p, const struct task *t);
-void persist_expired(struct persist *p, const char *id, int64_t until);
+int persist_expired(struct persist *p, const char *id, int64_t until);   /* 0 or -errno */
+/* The blobs of a task that is going away (after its EXPIRE record): deleted after the next
+ * commit, unless another task refers to them. */
+void persist_release(struct persist *p, const struct task *t);
 
 /* Make everything appended durable (one write + one fdatasync).  0, or -errno (the batch stays
  * and is retried on the next call; nothing that depends on it may be released). */

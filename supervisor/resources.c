@@ -171,6 +171,38 @@ static int open_outputs(const struct supervisor *sv, const char *id)
 	return fd;
 }
 
+int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen)
+{
+	uint64_t size;
+	*fd = -1;
+	struct task *t = tasks_find(sv->tasks, id);
+	if (!t) {
+		snprintf(err, errlen, "No task %s (it may have expired, taking its result with it).", id);
+		return -ESRCH;
+	}
+	if (t->status != TASK_COMPLETED) {
+		snprintf(err, errlen, "Task %s is %s; a result exists once it has completed.", id, task_status_name(t->status));
+		return t->status == TASK_FAILED || t->status == TASK_CANCELLED ? -ENOENT : -EAGAIN;
+	}
+	if (!t->result_blob[0] || t->result) {
+		snprintf(err, errlen, "The result of task %s is small: read it with resources/read.", id);
+		return -ENOENT;
+	}
+	int rc = t->result_lost ? -EBADMSG : blob_open(sv->state_dir, t->result_blob, fd, &size);
+	if (rc == 0 && fstat(*fd, st) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (*fd >= 0)
+			close(*fd);
+		*fd = -1;
+		t->result_lost = 1;
+		snprintf(err, errlen, "task_lost: task %s completed, but its stored result (blob %s) is missing or "
+		         "damaged.", id, t->result_blob);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 int res_artifact_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
                       char *err, size_t errlen)
 {
@@ -351,7 +383,8 @@ static cJSON *task_entries(struct supervisor *sv, const struct task *t)
 	if (!arr)
 		return NULL;
 	if (TASK_TERMINAL(t->status))
-		cJSON_AddItemToArray(arr, entry(t, RES_RESULT, NULL, "application/json", -1));
+		cJSON_AddItemToArray(arr, entry(t, RES_RESULT, NULL, "application/json",
+		                                t->result_blob[0] && !t->result ? (int64_t)t->result_bytes : -1));
 	task_path(sv, t->id, "output.log", p, sizeof p);
 	if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
 		cJSON_AddItemToArray(arr, entry(t, RES_LOG, NULL, "text/plain", st.st_size));
@@ -589,6 +622,63 @@ out:
 	return r;
 }
 
+static cJSON *too_large_to_read(struct transfers *tr, const char *uri, uint64_t bytes, int *rpc_err,
+                               const char **msg)
+{
+	return rpc_fail(tr, -32602, rpc_err, msg, "%.300s is %llu bytes of JSON, more than resources/read returns "
+	                "(%u as a JSON string); download it with file_transfer_open {direction: \"download\", "
+	                "path: \"%.300s\"}", uri, (unsigned long long)bytes, RES_READ_MAX, uri);
+}
+
+/* A result kept in the blob store is its own JSON text: it is read (its sha256 checked) and
+ * quoted into the response as it is, never parsed or printed as a tree, so serving it costs a
+ * few linear passes over at most resultMaxBytes.  A missing or damaged blob is said as such
+ * (task_lost), and the task remembers it. */
+static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, const char *uri, struct task *t,
+                               int *rpc_err, const char **msg)
+{
+	void *d = NULL;
+	size_t n = 0;
+	char *lit = NULL;
+	/* The response carries the text as a JSON string: bounded like an artifact's. */
+	if (t->result_bytes > RES_READ_MAX)
+		return too_large_to_read(tr, uri, t->result_bytes, rpc_err, msg);
+	uint64_t size = 0;
+	int rc = t->result_lost ? -EBADMSG : blob_size(sv->state_dir, t->result_blob, &size);
+	if (rc == 0 && size != t->result_bytes)
+		rc = -EBADMSG;   /* never read a blob that is not the size recorded for it */
+	if (rc == 0)
+		rc = blob_get(sv->state_dir, t->result_blob, &d, &n);
+	if (rc == -ENOENT || rc == -EBADMSG) {
+		if (!t->result_lost)
+			fplog(&sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,
+			      rc == -ENOENT ? "missing" : "damaged");
+		t->result_lost = 1;
+		return rpc_fail(tr, -32603, rpc_err, msg, "task_lost: task %s completed, but its stored result "
+		                "(blob %s) is missing or damaged; call the tool again (forkpoint fsck reports "
+		                "the damage)", t->id, t->result_blob);
+	}
+	if (rc < 0)
+		return rpc_fail(tr, -32603, rpc_err, msg, "Cannot read the result of task %s: %s", t->id, strerror(-rc));
+	rc = frame_json_quote(d, n, &lit, &n);
+	free(d);
+	if (rc < 0)
+		return rpc_fail(tr, -32603, rpc_err, msg, "out of memory");
+	if (n > RES_READ_MAX) {
+		free(lit);
+		return too_large_to_read(tr, uri, t->result_bytes, rpc_err, msg);
+	}
+	cJSON *r = cJSON_CreateObject();
+	cJSON *arr = cJSON_AddArrayToObject(r, "contents");
+	cJSON *c = cJSON_CreateObject();
+	cJSON_AddStringToObject(c, "uri", uri);
+	cJSON_AddStringToObject(c, "mimeType", "application/json");
+	cJSON_AddRawToObject(c, "text", lit);
+	cJSON_AddItemToArray(arr, c);
+	free(lit);
+	return r;
+}
+
 cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
@@ -607,6 +697,8 @@ cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_er
 	if (!TASK_TERMINAL(t->status))
 		return rpc_fail(tr, -32002, rpc_err, msg, "Resource not found: %.300s (the task is still %s; "
 		                "it has no result yet)", uri, task_status_name(t->status));
+	if (t->status == TASK_COMPLETED && !t->result && t->result_blob[0])
+		return read_result_blob(tr, sv, uri, t, rpc_err, msg);
 	cJSON *o = outcome_json(t);
 	char *s = o ? cJSON_Print(o) : NULL;
 	cJSON_Delete(o);
@@ -647,23 +739,40 @@ static void describe(const cJSON *v, char *buf, size_t len)
 
 cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
 {
-	char uri[200], what[1200], note[600], title[300];
+	char uri[200], what[1200], note[600], title[300], ts[64];
 	(void)tr;
-	char *s = t->result ? cJSON_PrintUnformatted(t->result) : NULL;
-	size_t bytes = s ? strlen(s) : 0;
-	free(s);
+	size_t bytes = (size_t)t->result_bytes;
+	if (t->result) {
+		char *s = cJSON_PrintUnformatted(t->result);
+		bytes = s ? strlen(s) : 0;
+		free(s);
+		describe(t->result, what, sizeof what);
+	} else {
+		snprintf(what, sizeof what, "%s", t->result_summary ? t->result_summary : "a JSON value");
+	}
 	res_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
-	describe(t->result, what, sizeof what);
 	cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
+	cJSON_AddNumberToObject(o, "attempt", t->attempt);
+	facade_iso_time(t->created_ms, ts);
+	cJSON_AddStringToObject(o, "createdAt", ts);
+	facade_iso_time(t->updated_ms, ts);
+	cJSON_AddStringToObject(o, "updatedAt", ts);
+	facade_iso_time(t->expires_ms, ts);
+	cJSON_AddStringToObject(o, "expiresAt", ts);
 	cJSON_AddStringToObject(o, "resultUri", uri);
 	cJSON_AddNumberToObject(o, "resultBytes", (double)bytes);
 	cJSON_AddStringToObject(o, "summary", what);
-	snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here. Read it with "
-	         "resources/read {uri: \"%s\"} when you need it, or fetch only the parts you need.", bytes, uri);
+	if (bytes > RES_READ_MAX)
+		snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here or to read as a "
+		         "resource. Download it with file_transfer_open {direction: \"download\", path: \"%s\"} "
+		         "and file_transfer_read when you need it.", bytes, uri);
+	else
+		snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here. Read it with "
+		         "resources/read {uri: \"%s\"} when you need it, or fetch only the parts you need.", bytes, uri);
 	cJSON_AddStringToObject(o, "note", note);
 	cJSON *r = facade_result(o, 0);
 	cJSON *link = cJSON_CreateObject();

@@ -41,6 +41,11 @@ int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, co
  * characters, not starting with '.'. */
 int res_name_ok(const char *name);
 
+/* Open the result of task `id` kept in the blob store, for a download (a result too large for
+ * resources/read).  Same contract as res_artifact_open; -ENOENT also when the result is small
+ * (read it with resources/read) or its blob is missing or damaged. */
+int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen);
+
 /* Open the artifact `name` of task `id` for reading (O_RDONLY, no symlink followed, a regular
  * file with one link).  The task must exist and be completed.  0, or -errno with a sentence in
  * err: -ESRCH no such task, -EAGAIN not completed, -ENOENT no such artifact. */

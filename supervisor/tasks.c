@@ -232,6 +232,8 @@ void task_free(struct task *t)
 		free(a);
 	}
 	cJSON_Delete(t->result);
+	free(t->result_summary);
+	free(t->result_pending);
 	cJSON_Delete(t->error);
 	cJSON_Delete(t->pending_error);
 	cJSON_Delete(t->pending_result);
@@ -251,8 +253,7 @@ void task_clear_question(struct task *t)
 	t->question_choices = NULL;
 }
 
-static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON *result,
-                   int is_mcp, cJSON *error);
+static void complete_held(struct tasks *ts, struct task *t);
 
 /* At shutdown: end every job; one that had sent its result (and only lingered) completes its
  * task now that its tree is gone, durably, instead of being run again by the next start. */
@@ -264,10 +265,8 @@ static void end_jobs(struct tasks *ts)
 			continue;
 		job_free(t->job);
 		t->job = NULL;
-		if (t->pending_result && !TASK_TERMINAL(t->status)) {
-			cJSON *r = t->pending_result;
-			t->pending_result = NULL;
-			finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
+		if (t->result_held && !TASK_TERMINAL(t->status)) {
+			complete_held(ts, t);
 			done = 1;
 		}
 	}
@@ -288,6 +287,8 @@ void tasks_free(struct tasks *ts)
 			loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 		if (t->retry_timer)
 			loop_timer_cancel(ts->sv->loop, t->retry_timer);
+		if (t->store_timer)
+			loop_timer_cancel(ts->sv->loop, t->store_timer);
 		task_free(t);
 	}
 	for (struct tomb *b = ts->tombs, *n; b; b = n) {
@@ -330,6 +331,19 @@ static void touch(struct task *t)
 	t->updated_ms = loop_wall_ms();
 }
 
+/* A large result still waiting for its blob is dropped once the task ends another way
+ * (cancel, timeout), or once it is stored. */
+static void drop_pending_result(struct tasks *ts, struct task *t)
+{
+	if (t->store_timer) {
+		loop_timer_cancel(ts->sv->loop, t->store_timer);
+		t->store_timer = NULL;
+	}
+	free(t->result_pending);
+	t->result_pending = NULL;
+	t->result_pending_len = 0;
+}
+
 /* The single place a task enters a terminal state. */
 static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON *result,
                    int is_mcp, cJSON *error)
@@ -339,6 +353,7 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 		cJSON_Delete(error);
 		return;
 	}
+	drop_pending_result(ts, t);
 	t->status = st;
 	t->result = result;
 	t->result_is_mcp = is_mcp;
@@ -375,6 +390,22 @@ static void fail(struct tasks *ts, struct task *t, const char *code, const char 
                  int retryable, const char *hint)
 {
 	finish(ts, t, TASK_FAILED, NULL, 0, task_envelope(code, msg, retryable, hint));
+}
+
+/* resource_limit for a limit the supervisor enforces itself (checkpoint quota, result size,
+ * disk budget): the envelope names the config key and its value, as the sandbox's limits do. */
+static void fail_limit(struct tasks *ts, struct task *t, const char *msg, const char *limit, long value)
+{
+	cJSON *e = task_envelope("resource_limit", msg, 0,
+		"The job stores more than the server allows: call the tool again with less work, or raise "
+		"the limit named in error.limit in the config.");
+	if (e) {
+		cJSON_AddStringToObject(e, "limit", limit);
+		cJSON_AddNumberToObject(e, "limitValue", (double)value);
+	}
+	finish(ts, t, TASK_FAILED, NULL, 0, e);
+	if (t->job)
+		job_kill(t->job, NULL);
 }
 
 /* ---- frames to the job -------------------------------------------------------------- */
@@ -550,6 +581,28 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 	return 0;
 }
 
+/* Bytes the start frame needs besides the arguments and the checkpoint's bytes: its keys, the
+ * task id, the tool name (at most 64), the counters (send_start). */
+#define START_FIELDS_MAX 512
+
+/* The arguments' size as they are packed into a start frame, measured once per task (a job
+ * that checkpoints often must not make each checkpoint pack them again).  Packed msgpack, not
+ * JSON text: a float takes 9 bytes there whatever its text. */
+static size_t args_packed_len(struct task *t)
+{
+	if (!t->args_packed_len) {
+		msgpack_sbuffer sb;
+		msgpack_packer pk;
+		msgpack_sbuffer_init(&sb);
+		msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+		int rc = frame_pack_json(&pk, t->args);
+		/* Unpackable arguments leave no room: send_start would fail the task anyway. */
+		t->args_packed_len = rc == 0 && sb.data ? sb.size + 1 : FRAME_MAX_DEFAULT + 1;
+		msgpack_sbuffer_destroy(&sb);
+	}
+	return t->args_packed_len - 1;
+}
+
 static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
 	const void *data;
@@ -559,14 +612,26 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		*why = "protocol violation: checkpoint needs seq (int) and data (bin)";
 		return -1;
 	}
+	if (t->result_pending)
+		return 0;   /* the result came first and stands */
+	/* The tool's quota first: the job is told which limit it hit. */
+	long qmb = t->tool && t->tool->sandbox.max_checkpoint_mb ? t->tool->sandbox.max_checkpoint_mb : 8;
+	size_t quota = (size_t)qmb << 20;
+	if (quota > FRAME_CHECKPOINT_MAX)
+		quota = FRAME_CHECKPOINT_MAX;
+	if (len > quota) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "The job's checkpoint of %zu bytes is larger than the tool allows "
+		         "(maxCheckpointMB %ld: at most %zu bytes).", len, qmb, quota);
+		fail_limit(ts, t, msg, "maxCheckpointMB", qmb);
+		return 0;
+	}
 	/* A checkpoint goes back to the job in a start frame, with the arguments: accept only what
 	 * will fit there, or a resumed job could never be started. */
-	char *aj = cJSON_PrintUnformatted(t->args);
-	size_t alen = aj ? strlen(aj) : 0;
-	size_t room = alen < FRAME_MAX_DEFAULT - 4096 ? FRAME_MAX_DEFAULT - 4096 - alen : 0;
-	free(aj);
+	size_t alen = args_packed_len(t);
+	size_t room = alen < FRAME_MAX_DEFAULT - START_FIELDS_MAX ? FRAME_MAX_DEFAULT - START_FIELDS_MAX - alen : 0;
 	if (len > room) {
-		*why = "checkpoint too large: with the arguments it must fit in one 8 MiB frame";
+		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
 	}
 	void *copy = malloc(len ? len : 1);
@@ -582,6 +647,14 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	touch(t);
 	if (ts->sv->persist) {
 		int rc = persist_checkpoint(ts->sv->persist, t);
+		if (rc == -EDQUOT) {
+			char msg[200];
+			long mb = ts->sv->cfg->server.state_max_mb;
+			snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
+			         "disk budget (stateDirMaxMB %ld).", len, mb);
+			fail_limit(ts, t, msg, "stateDirMaxMB", mb);
+			return 0;
+		}
 		if (rc < 0) {
 			/* Never tell the job a checkpoint is safe when it is not. */
 			char msg[200];
@@ -626,7 +699,7 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 		if (!choices)
 			return -1;
 	}
-	if (TASK_TERMINAL(t->status)) {
+	if (TASK_TERMINAL(t->status) || t->result_pending) {
 		cJSON_Delete(choices);
 		return 0;
 	}
@@ -664,6 +737,144 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 	return 0;
 }
 
+/* A short description of a large result for the summary that replaces it: its keys, or
+ * its length.  Keys are cut on a character boundary (they were checked as UTF-8). */
+static char *describe_result(const msgpack_object *v)
+{
+	char buf[1200];
+	size_t o = 0;
+	if (v->type == MSGPACK_OBJECT_MAP) {
+		o = (size_t)snprintf(buf, sizeof buf, "an object with keys: ");
+		for (uint32_t i = 0; i < v->via.map.size && o + 70 < sizeof buf; i++) {
+			const msgpack_object *k = &v->via.map.ptr[i].key;
+			if (i == 20) {
+				o += (size_t)snprintf(buf + o, sizeof buf - o, ", …");
+				break;
+			}
+			size_t n = k->via.str.size < 60 ? k->via.str.size : 60;
+			while (n > 0 && n < k->via.str.size && ((unsigned char)k->via.str.ptr[n] & 0xC0) == 0x80)
+				n--;
+			o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%.*s", i ? ", " : "", (int)n,
+			                      k->via.str.ptr ? k->via.str.ptr : "");
+		}
+	} else if (v->type == MSGPACK_OBJECT_ARRAY) {
+		snprintf(buf, sizeof buf, "an array of %u items", (unsigned)v->via.array.size);
+	} else if (v->type == MSGPACK_OBJECT_STR || v->type == MSGPACK_OBJECT_BIN) {
+		snprintf(buf, sizeof buf, "a string of %u bytes", (unsigned)v->via.str.size);
+	} else {
+		snprintf(buf, sizeof buf, "a JSON value");
+	}
+	return strdup(buf);
+}
+
+static void store_result(struct tasks *ts, struct task *t);
+
+static void on_store_timer(struct loop *l, void *arg)
+{
+	struct task *t = arg;
+	(void)l;
+	t->store_timer = NULL;
+	store_result(t->owner, t);
+}
+
+/* The task completes when the job's whole tree is dead (on_exit_cb): until then the job could
+ * still change the files in outputs/ that become its artifacts.  A result that arrives (or is
+ * stored) while the job runs is held, r NULL when it lives in its blob; the progress message
+ * says so.  The job should exit now; it has the grace period to do so. */
+static void complete(struct tasks *ts, struct task *t, cJSON *r, int is_mcp)
+{
+	if (!t->job) {
+		finish(ts, t, TASK_COMPLETED, r, is_mcp, NULL);
+		return;
+	}
+	cJSON_Delete(t->pending_result);
+	t->pending_result = r;
+	t->pending_result_mcp = is_mcp;
+	t->result_held = 1;
+	free(t->progress_msg);
+	t->progress_msg = strdup("The job has sent its result; the task completes once the job has exited.");
+	t->progress_seq++;
+	touch(t);
+	notify(ts, t, TASK_EV_PROGRESS);
+}
+
+/* The held result, now that the job is gone. */
+static void complete_held(struct tasks *ts, struct task *t)
+{
+	cJSON *r = t->pending_result;
+	t->pending_result = NULL;
+	t->result_held = 0;
+	cJSON_Delete(t->pending_error);
+	t->pending_error = NULL;
+	finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
+}
+
+/* A job-supplied CallToolResult as JSON text, cleaned (mcpresult.h) and printed again.
+ * 0; -EINVAL with why; -ENOMEM. */
+static int clean_mcp_text(struct task *t, char **text, size_t *len, char *why, size_t whylen)
+{
+	cJSON *r = cJSON_ParseWithLength(*text, *len);
+	if (!r)
+		return -ENOMEM;
+	if (mcpresult_clean(r, t->id, why, whylen) < 0) {
+		cJSON_Delete(r);
+		return -EINVAL;
+	}
+	char *s = cJSON_PrintUnformatted(r);
+	cJSON_Delete(r);
+	if (!s)
+		return -ENOMEM;
+	free(*text);
+	*text = s;
+	*len = strlen(s);
+	return 0;
+}
+
+/* A large result counts only once its blob is durable: until then the task stays working (it
+ * is not reported completed, and no FINISH record promises a result that a crash would lose).
+ * A failed write (ENOSPC, EIO) is tried again after 1, 2, 4 … 32 s and said in the task's
+ * progress; the job's exit meanwhile decides nothing.  Over the disk budget the job fails. */
+static void store_result(struct tasks *ts, struct task *t)
+{
+	struct persist *p = ts->sv->persist;
+	int rc = p ? persist_store_result(p, t, t->result_pending, t->result_pending_len) : 0;
+	if (rc == -EDQUOT) {
+		char msg[200];
+		long mb = ts->sv->cfg->server.state_max_mb;
+		snprintf(msg, sizeof msg, "The result of %zu bytes would take the state dir over its disk "
+		         "budget (stateDirMaxMB %ld).", t->result_pending_len, mb);
+		fail_limit(ts, t, msg, "stateDirMaxMB", mb);
+		return;
+	}
+	if (rc < 0) {
+		int n = t->result_store_tries++;
+		int64_t delay = 1000LL << (n > 5 ? 5 : n);
+		char msg[300];
+		snprintf(msg, sizeof msg, "The job's result (%zu bytes) could not be stored yet (%s); "
+		         "retrying in %lld s.", t->result_pending_len, strerror(-rc), (long long)(delay / 1000));
+		free(t->progress_msg);
+		t->progress_msg = strdup(msg);
+		fplog(&ts->sv->log, FPLOG_WARNING, t->id, "%s", msg);
+		touch(t);
+		if (p)
+			persist_progress(p, t);
+		t->store_timer = loop_timer_in(ts->sv->loop, delay, on_store_timer, t);
+		if (!t->store_timer) {
+			fail(ts, t, "internal_error", "Out of memory while the job's result waited to be stored.", 1,
+			     "Call the tool again later.");
+			return;
+		}
+		notify(ts, t, TASK_EV_PROGRESS);
+		return;
+	}
+	cJSON *r = NULL;
+	if (!p && !(r = cJSON_ParseWithLength(t->result_pending, t->result_pending_len))) {
+		fail(ts, t, "internal_error", "Out of memory holding the job's result.", 1, "Call the tool again later.");
+		return;
+	}
+	complete(ts, t, r, t->result_pending_mcp);
+}
+
 static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
 	const msgpack_object *v = frame_get(m, "value");
@@ -672,32 +883,66 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 		*why = "protocol violation: result needs exactly one of value or mcp";
 		return -1;
 	}
-	cJSON *r = frame_to_json(v ? v : mcp);
-	if (!r) {
-		*why = "protocol violation: result is not representable as JSON";
+	if (mcp) {
+		const msgpack_object *content = frame_get(mcp, "content");
+		if (mcp->type != MSGPACK_OBJECT_MAP || !content || content->type != MSGPACK_OBJECT_ARRAY) {
+			*why = "protocol violation: an mcp result needs a content array";
+			return -1;
+		}
+	}
+	/* Straight to JSON text, bounded: no tree of the whole value is ever built. */
+	long max = ts->sv->cfg->server.result_max_bytes;
+	char *text;
+	size_t len;
+	int rc = frame_to_json_text(v ? v : mcp, (size_t)max, &text, &len);
+	if (rc == -EMSGSIZE) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "The job's result is larger than the server keeps (resultMaxBytes %ld "
+		         "bytes of JSON).", max);
+		fail_limit(ts, t, msg, "resultMaxBytes", max);
+		return 0;
+	}
+	if (rc < 0) {
+		*why = rc == -ENOMEM ? "out of memory reading the job's result"
+		                     : "protocol violation: result is not representable as JSON";
 		return -1;
+	}
+	if (TASK_TERMINAL(t->status) || t->result_pending || t->result_held) {
+		free(text);
+		return 0;
 	}
 	if (mcp) {
 		/* Forwarded to clients as the tool's result: only valid blocks, none of the job's _meta. */
 		char reason[240], msg[300];
-		if (mcpresult_clean(r, t->id, reason, sizeof reason) < 0) {
-			cJSON_Delete(r);
+		rc = clean_mcp_text(t, &text, &len, reason, sizeof reason);
+		if (rc == -EINVAL) {
 			snprintf(msg, sizeof msg, "protocol violation: invalid mcp result: %s", reason);
 			job_kill(t->job, msg);   /* copies msg; the frames after this one are not read */
 			return 0;
 		}
+		if (rc < 0) {
+			*why = "out of memory reading the job's result";
+			return -1;
+		}
 	}
-	/* The task completes when the job's whole tree is dead (on_exit_cb): until then it could
-	 * still change the files in outputs/ that become its artifacts.  The job should exit now;
-	 * it gets the grace period to do so.  Frames after the result are ignored. */
-	cJSON_Delete(t->pending_result);
-	t->pending_result = r;
-	t->pending_result_mcp = mcp != NULL;
-	free(t->progress_msg);
-	t->progress_msg = strdup("The job has sent its result; the task completes once the job has exited.");
-	t->progress_seq++;
-	touch(t);
-	notify(ts, t, TASK_EV_PROGRESS);
+	if ((long)len <= ts->sv->cfg->server.result_inline_bytes) {
+		cJSON *r = cJSON_ParseWithLength(text, len);
+		free(text);
+		if (!r) {
+			*why = "out of memory reading the job's result";
+			return -1;
+		}
+		complete(ts, t, r, mcp != NULL);
+	} else {
+		free(t->result_summary);
+		t->result_summary = describe_result(v ? v : mcp);
+		t->result_pending = text;
+		t->result_pending_len = len;
+		t->result_pending_mcp = mcp != NULL;
+		t->result_store_tries = 0;
+		store_result(ts, t);
+	}
+	/* The job should exit now; give it the grace period to do so. */
 	if (t->job)
 		job_kill_after(t->job, (long)(ts->sv->cfg->server.cancel_grace_seconds * 1000.0));
 	return 0;
@@ -709,6 +954,8 @@ static int on_fail(struct tasks *ts, struct task *t, const msgpack_object *m, co
 	size_t clen = strlen(code), mlen = strlen(msg), hlen = 0;
 	int64_t r = 0;
 	const msgpack_object *ro = frame_get(m, "retryable");
+	if (t->result_pending)
+		return 0;   /* the result came first and stands */
 	*why = "protocol violation: fail needs message (string), optional code, hint (strings), retryable (bool)";
 	if (frame_get_str(m, "message", &msg, &mlen) < 0 || !clean_str(msg, mlen))
 		return -1;
@@ -787,7 +1034,7 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 	}
 	/* After the terminal state (or the result) only hello and log matter; late frames are
 	 * ignored, not errors. */
-	if ((TASK_TERMINAL(t->status) || t->pending_result) && strcmp(type, "log") != 0)
+	if ((TASK_TERMINAL(t->status) || t->result_held) && strcmp(type, "log") != 0)
 		return 0;
 	if (strcmp(type, "progress") == 0)
 		return on_progress(ts, t, &f->root, why);
@@ -942,13 +1189,13 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 		t->timeout_timer = NULL;
 	}
-	if (!TASK_TERMINAL(t->status) && t->pending_result) {
+	if (t->result_held) {
 		/* The job sent its result; how it ended after that does not matter. */
-		cJSON *r = t->pending_result;
-		t->pending_result = NULL;
+		complete_held(ts, t);
+	} else if (t->result_pending) {
+		/* The job delivered its result; only storing it is left (store_result). */
 		cJSON_Delete(t->pending_error);
 		t->pending_error = NULL;
-		finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
 	} else if (!TASK_TERMINAL(t->status)) {
 		decide_exit(ts, t, x);
 	}
@@ -1042,7 +1289,7 @@ static void on_timeout(struct loop *l, void *arg)
 	char msg[160];
 	(void)l;
 	t->timeout_timer = NULL;
-	if (t->pending_result) {
+	if (t->result_held) {
 		/* It has delivered its result and only lingers: end it, the task completes. */
 		if (t->job)
 			job_kill(t->job, NULL);
@@ -1151,8 +1398,9 @@ static int start_job(struct tasks *ts, struct task *t)
 	      (int)job_pid(t->job), t->checkpoint ? " from its checkpoint" : "");
 	if (send_start(t) < 0) {
 		/* The arguments and checkpoint do not fit in one frame: the job could never start. */
-		fail(ts, t, "internal_error", "The job's start frame (arguments and checkpoint) is larger than a frame may be.",
-		     0, "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
+		fail(ts, t, "internal_error", "The job's start frame (arguments and checkpoint) is larger than a "
+		     "frame may be (8 MiB, 1048576 values).", 0,
+		     "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
 		job_kill(t->job, NULL);
 	}
 	free_strv(argv);
@@ -1292,7 +1540,7 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 {
 	if (TASK_TERMINAL(t->status))
 		return -EALREADY;
-	if (t->pending_result) {
+	if (t->result_held) {
 		/* The result is in; the task completes as soon as the lingering job is gone. */
 		if (t->job)
 			job_kill(t->job, NULL);
@@ -1360,6 +1608,8 @@ void tasks_remove(struct tasks *ts, struct task *t)
 		loop_timer_cancel(ts->sv->loop, t->retry_timer);
 	if (t->timeout_timer)
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
+	if (t->store_timer)
+		loop_timer_cancel(ts->sv->loop, t->store_timer);
 	table_del(ts, t);
 	if (t->prev)
 		t->prev->next = t->next;
@@ -1489,8 +1739,8 @@ size_t tasks_collect(struct tasks *ts, int64_t now)
 		int64_t keep = ttl < 3600000 ? 3600000 : ttl > 604800000 ? 604800000 : ttl;
 		char id[33];
 		memcpy(id, t->id, sizeof id);
-		if (ts->sv->persist)
-			persist_expired(ts->sv->persist, id, now + keep);
+		if (ts->sv->persist && persist_expired(ts->sv->persist, id, now + keep) == 0)
+			persist_release(ts->sv->persist, t);
 		tasks_tombstone_add(ts, id, now + keep);
 		tasks_remove(ts, t);
 		remove_task_dir(ts, id);

@@ -33,6 +33,7 @@ struct task {
 	char *tool_name;
 	const struct tool_cfg *tool;  /* NULL if the tool is no longer in the config */
 	cJSON *args;                  /* validated, defaults applied */
+	size_t args_packed_len;       /* bytes of args packed as msgpack + 1; 0 until measured */
 	enum task_status status;
 	int queued;                   /* working, waiting for a free slot */
 	int attempt;                  /* runs started so far (1 during the first) */
@@ -52,7 +53,16 @@ struct task {
 	cJSON *artifacts;             /* completed: [{name,size,sha256,uri}] from work/outputs, or NULL */
 	void *checkpoint; size_t checkpoint_len; int64_t checkpoint_seq;
 	char checkpoint_blob[65];     /* sha256 name when stored as a blob, else "" */
-	char result_blob[65];         /* same, for a large result */
+	char result_blob[65];         /* same, for a large result; then result is NULL and the
+	                                 text stays in the blob, never in memory */
+	uint64_t result_bytes;        /* with result_blob: the size of the result's JSON text */
+	char *result_summary;         /* with result_blob: "an object with keys: …", or NULL */
+	int result_lost;              /* with result_blob: the blob is missing or damaged */
+	char *result_pending;         /* a large result whose blob could not be written yet */
+	size_t result_pending_len;
+	int result_pending_mcp;
+	int result_store_tries;
+	struct loop_timer *store_timer;   /* the next attempt to store result_pending */
 	int cancel_requested;
 	char *cancel_reason;
 	cJSON *sandbox;               /* the effective sandbox of the latest run, or NULL */
@@ -64,7 +74,8 @@ struct task {
 	struct loop_timer *retry_timer;
 	int progress_dirty;           /* progress not yet journaled */
 	cJSON *pending_error;         /* a retryable failure reported by the job, decided at exit */
-	cJSON *pending_result;        /* the job's result, kept until its whole tree is dead */
+	int result_held;              /* the job's result is in; the task completes once its tree is dead */
+	cJSON *pending_result;        /* that result (NULL when it is in result_blob) */
 	int pending_result_mcp;
 	unsigned char *held; size_t held_len;   /* frames for the job, sent after the commit */
 	struct task *held_next;       /* on the tasks' held list */

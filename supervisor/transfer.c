@@ -1076,13 +1076,15 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 	int rc;
 	if (strncmp(path, RES_SCHEME, strlen(RES_SCHEME)) == 0) {
 		struct res_uri u;
-		if (res_uri_parse(path, &u) < 0 || u.kind != RES_ARTIFACT) {
+		if (res_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
 			*e = invalid_param("path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
-			                   "artifacts; read results and logs with resources/read.",
-			                   "Only task artifacts can be downloaded by URI.");
+			                   "artifacts, or forkpoint://tasks/ID/result for a large result; read logs "
+			                   "with resources/read.", "Only task artifacts and results can be downloaded by URI.");
 			return -EINVAL;
 		}
-		if ((rc = res_artifact_open(tr->sv, u.id, u.name, fd, st, err, sizeof err)) < 0) {
+		rc = u.kind == RES_RESULT ? res_result_open(tr->sv, u.id, fd, st, err, sizeof err)
+		                          : res_artifact_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
+		if (rc < 0) {
 			*e = task_envelope("not_found", err, rc == -EAGAIN,
 				rc == -EAGAIN ? "Wait until durable_task_get shows the task completed, then open again."
 				              : "Check the URI against the task's artifacts (durable_task_get or resources/list).");

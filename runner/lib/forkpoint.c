@@ -7,6 +7,8 @@
 #include "frame.h"
 #include "wire.h"
 
+_Static_assert(FP_CHECKPOINT_MAX == FRAME_CHECKPOINT_MAX, "one checkpoint limit on both sides");
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -124,6 +126,8 @@ static int send_all(int fd, const unsigned char *p, size_t len)
 static int send_frame(fp_job *job, msgpack_sbuffer *sbuf)
 {
 	int rc = frame_finish(sbuf);
+	if (rc == -E2BIG)
+		rc = -EMSGSIZE;   /* too many values: over a frame's limits, like too many bytes */
 	if (rc < 0)
 		goto out;
 	rc = send_all(job->fd, (const unsigned char *)sbuf->data, sbuf->size);

@@ -21,7 +21,8 @@
  *   -EPIPE       the supervisor is gone: stop at once.  Another attempt resumes from the last
  *                durable checkpoint, so carrying on (or starting over) would run steps twice.
  *   -EPROTO      the supervisor sent something this library cannot make sense of
- *   -EMSGSIZE    the frame would exceed 8 MiB (checkpoints: see FP_CHECKPOINT_MAX)
+ *   -EMSGSIZE    the frame would exceed 8 MiB or 1,048,576 values (checkpoints: see
+ *                FP_CHECKPOINT_MAX)
  *   -EALREADY    a result or failure was already sent
  * After -EPIPE or -EPROTO the connection is dead and every later call returns that error.
  *
@@ -48,8 +49,9 @@ extern "C" {
 #endif
 
 #define FP_PROTOCOL_VERSION 1
-/* Largest checkpoint that fits in one frame with its envelope. */
-#define FP_CHECKPOINT_MAX ((8u << 20) - 64u)
+/* Largest checkpoint the supervisor accepts: it must fit in the start frame that gives it back,
+ * with the task's arguments (less when they are large) and the tool's maxCheckpointMB. */
+#define FP_CHECKPOINT_MAX ((8u << 20) - 4096u)
 
 typedef struct fp_job fp_job;
 

@@ -204,6 +204,77 @@ static void test_gc(struct tally *t)
 	check_rm_rf(state);
 }
 
+/* A fault hook that fails one named step with a given errno, and counts its calls. */
+struct fault {
+	const char *step;
+	int err;
+	int calls;
+};
+
+static int fault_cb(void *arg, const char *step)
+{
+	struct fault *f = arg;
+	f->calls++;
+	return strcmp(step, f->step) == 0 ? -f->err : 0;
+}
+
+/* The server's store: bytes counted at init and kept by put / remove / gc; a fault at any
+ * disk step fails the put with that errno and leaves no blob and no temp file behind. */
+static void test_store(struct tally *t)
+{
+	char state[256], hex[BLOB_HEX_LEN + 1], hex2[BLOB_HEX_LEN + 1], path[600];
+	struct blob_store bs;
+	uint64_t size = 0;
+	int added = -1, fd = -1;
+
+	check_tmpdir(state, sizeof state, "blob");
+	CHECK(t, blob_store_init(&bs, state) == 0 && bs.bytes == 0, "a store with no blobs/ holds 0 bytes");
+	CHECK(t, blob_store_put(&bs, "hello", 5, hex, &added) == 0 && added == 1 && bs.bytes == 5, "put counts its bytes");
+	CHECK(t, blob_store_put(&bs, "hello", 5, hex, &added) == 0 && added == 0 && bs.bytes == 5,
+	      "the same content again adds nothing");
+	CHECK(t, blob_size(state, hex, &size) == 0 && size == 5, "blob_size");
+	CHECK(t, blob_open(state, hex, &fd, &size) == 0 && fd >= 0 && size == 5, "blob_open");
+	if (fd >= 0)
+		close(fd);
+	CHECK(t, blob_store_put(&bs, "world!", 6, hex2, NULL) == 0 && bs.bytes == 11, "a second blob");
+
+	struct blob_store again;
+	CHECK(t, blob_store_init(&again, state) == 0 && again.bytes == 11, "init counts what is there");
+
+	static const char *const steps[] = { "write", "fsync", "rename" };
+	static const int errs[] = { ENOSPC, EIO, EDQUOT };
+	for (int i = 0; i < 3; i++) {
+		char msg[100], h[BLOB_HEX_LEN + 1], d[32];
+		struct fault f = { steps[i], errs[i], 0 };
+		bs.fault = fault_cb;
+		bs.fault_arg = &f;
+		snprintf(d, sizeof d, "faulty content %d", i);
+		int rc = blob_store_put(&bs, d, strlen(d), h, &added);
+		snprintf(msg, sizeof msg, "a fault at %s fails the put with %s", steps[i], strerror(errs[i]));
+		CHECK(t, rc == -errs[i] && added == 0 && bs.bytes == 11, msg);
+		CHECK(t, !blob_exists(state, h) && count_files(state) == 2, "no blob and no temp file left");
+	}
+	bs.fault = NULL;
+
+	CHECK(t, blob_store_remove(&bs, hex) == 0 && bs.bytes == 6 && !blob_exists(state, hex), "remove");
+	CHECK(t, blob_store_remove(&bs, hex) == 0 && bs.bytes == 6, "removing a removed blob is fine");
+	CHECK(t, blob_size(state, hex, &size) == -ENOENT && blob_open(state, hex, &fd, &size) == -ENOENT,
+	      "size and open of a missing blob: -ENOENT");
+	CHECK(t, blob_store_remove(&bs, "../../etc/passwd") == -EINVAL, "remove refuses a name that is not a blob");
+	blob_file(path, sizeof path, state, hex2);
+	CHECK(t, blob_store_gc(&bs, NULL, 0, NULL) == 0 && bs.bytes == 0 && !blob_exists(state, hex2),
+	      "gc recounts");
+
+	/* blobs/ that is a file (a broken store): every put fails, and init still answers. */
+	check_rm_rf(state);
+	check_mkdir(state);
+	snprintf(path, sizeof path, "%s/blobs", state);
+	check_put(path, "x", 1);
+	CHECK(t, blob_store_init(&bs, state) == 0 && bs.bytes == 0, "init with blobs/ a file");
+	CHECK(t, blob_store_put(&bs, "data", 4, hex, NULL) == -ENOTDIR, "put with blobs/ a file: -ENOTDIR");
+	check_rm_rf(state);
+}
+
 int main(void)
 {
 	struct tally t = {0, 0};
@@ -211,5 +282,6 @@ int main(void)
 	test_sha256(&t);
 	test_put_get(&t);
 	test_gc(&t);
+	test_store(&t);
 	return check_done(&t);
 }

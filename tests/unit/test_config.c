@@ -121,7 +121,8 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		"{\n"
 		"  \"server\": {\"name\": \"demo\", \"maxConcurrent\": 8, \"maxQueue\": 0,\n"
 		"    \"fileRoots\": [\"./data\", \"/srv//x/../y/\"], \"cancelGraceSeconds\": 2.5,\n"
-		"    \"maxFrameBytes\": 1048576, \"logMaxBytes\": 65536, \"resultInlineBytes\": 1024},\n"
+		"    \"maxFrameBytes\": 1048576, \"logMaxBytes\": 65536, \"resultInlineBytes\": 1024,\n"
+		"    \"resultMaxBytes\": 2048, \"stateDirMaxMB\": 100},\n"
 		"  \"tools\": [\n"
 		"    {\"name\": \"generate-report\", \"title\": \"Generate a report\",\n"
 		"     \"description\": \"Writes a report.\",\n"
@@ -136,7 +137,7 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		"     \"cwd\": \"work\", \"mode\": \"auto\", \"waitSeconds\": 2, \"resume\": \"restart\",\n"
 		"     \"timeoutSeconds\": 0, \"ttlSeconds\": 60, \"retries\": 2, \"taskSupport\": \"required\",\n"
 		"     \"sandbox\": {\"profile\": \"strict\", \"network\": true, \"memoryMB\": 512,\n"
-		"        \"cpuSeconds\": 600, \"maxProcesses\": 32, \"maxFileMB\": 64,\n"
+		"        \"cpuSeconds\": 600, \"maxProcesses\": 32, \"maxFileMB\": 64, \"maxCheckpointMB\": 2,\n"
 		"        \"readPaths\": [\"ro\", \"/etc\"], \"writePaths\": [\"out/./x/..\"],\n"
 		"        \"require\": [\"seccomp\", \"rlimits\"]}},\n"
 		"    {\"name\": \"plain\", \"command\": [\"pjob\"]},\n"
@@ -155,7 +156,8 @@ static void test_full(struct tally *t, const struct fixture *fx)
 	      STREQ(s->file_roots[1], "/srv/y"), "fileRoots");
 	CHECKF(t, s->cancel_grace_seconds == 2.5, "grace %g", s->cancel_grace_seconds);
 	CHECKF(t, s->max_frame_bytes == 1048576 && s->log_max_bytes == 65536 &&
-	      s->result_inline_bytes == 1024, "byte limits");
+	      s->result_inline_bytes == 1024 && s->result_max_bytes == 2048 && s->state_max_mb == 100,
+	      "byte limits");
 
 	CHECKF(t, c->n_tools == 3, "n_tools %zu", c->n_tools);
 	const struct tool_cfg *r = config_tool(c, "generate-report");
@@ -179,7 +181,7 @@ static void test_full(struct tally *t, const struct fixture *fx)
 	const struct sandbox_cfg *sb = &r->sandbox;
 	CHECKF(t, STREQ(sb->profile, "strict") && sb->network == 1, "profile %s", sb->profile);
 	CHECKF(t, sb->memory_mb == 512 && sb->cpu_seconds == 600 && sb->max_processes == 32 &&
-	      sb->max_file_mb == 64, "sandbox limits");
+	      sb->max_file_mb == 64 && sb->max_checkpoint_mb == 2, "sandbox limits");
 	CHECKF(t, sb->n_read_paths == 2 && STREQ(sb->read_paths[0], at(fx, "ro", p)) &&
 	      STREQ(sb->read_paths[1], "/etc"), "readPaths");
 	CHECKF(t, sb->n_write_paths == 1 && STREQ(sb->write_paths[0], at(fx, "out", p)), "writePaths %s",
@@ -248,6 +250,12 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	         "server.maxQueue: must be an integer >= 0 (got 1.5)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"maxFrameBytes\":67108865},\"tools\":[]}", 0,
 	         "server.maxFrameBytes: must be an integer <= 67108864 (got 67108865)");
+	load_err(t, fx, __LINE__, "{\"server\":{\"resultMaxBytes\":1000},\"tools\":[]}", 0,
+	         "server.resultMaxBytes: must be an integer >= 1024 (got 1000)");
+	load_err(t, fx, __LINE__, "{\"server\":{\"stateDirMaxMB\":-1},\"tools\":[]}", 0,
+	         "server.stateDirMaxMB: must be an integer >= 0 (got -1)");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"sandbox\":{\"maxCheckpointMB\":9}"), 0,
+	         "tools[0].sandbox.maxCheckpointMB: must be an integer <= 8 (got 9)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":-1},\"tools\":[]}", 0,
 	         "server.cancelGraceSeconds: must be a number >= 0 (got -1)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":1e400},\"tools\":[]}", 0,

@@ -791,6 +791,178 @@ static void test_fuzz(struct tally *t)
 		msgpack_sbuffer_destroy(&seeds[i]);
 }
 
+/* ---- value budget and JSON text ------------------------------------------------------------- */
+
+/* {"v": [nil × n]} as a payload (array32).  The caller frees it. */
+static unsigned char *nils_payload(size_t n, size_t *len)
+{
+	*len = 3 + 5 + n;
+	unsigned char *p = malloc(*len);
+	if (!p)
+		exit(2);
+	memcpy(p, "\x81\xa1v\xdd", 4);
+	wire_put_be32(p + 4, (uint32_t)n);
+	memset(p + 8, 0xc0, n);
+	return p;
+}
+
+/* A payload holds at most FRAME_MAX_NODES values whatever its size: one-byte nils would
+ * otherwise unpack to 24 bytes of objects each. */
+static void test_node_budget(struct tally *t)
+{
+	struct frame f;
+	size_t len;
+	/* The map, its key and the array are 3 values: the cap leaves room for cap - 3 nils. */
+	unsigned char *p = nils_payload(FRAME_MAX_NODES - 3, &len);
+	CHECK(t, frame_check(p, len) == 0, "exactly FRAME_MAX_NODES values pass");
+	CHECK(t, frame_decode(p, len, &f) == 0, "and decode");
+	frame_release(&f);
+	free(p);
+	p = nils_payload(FRAME_MAX_NODES - 2, &len);
+	CHECK(t, frame_check(p, len) == -E2BIG, "one value more is -E2BIG");
+	CHECK(t, frame_decode(p, len, &f) == -E2BIG, "and never unpacked");
+	free(p);
+	p = nils_payload((8u << 20) - 16, &len);
+	CHECK(t, frame_check(p, len) == -E2BIG, "an 8 MiB frame of nils is -E2BIG");
+	free(p);
+
+	/* The incremental reader reports it too, and stays poisoned. */
+	p = nils_payload(FRAME_MAX_NODES, &len);
+	struct frame_reader *r = frame_reader_new(16u << 20);
+	unsigned char hdr[4];
+	wire_put_be32(hdr, (uint32_t)len);
+	CHECK(t, r && frame_reader_feed(r, hdr, 4) == 0 && frame_reader_feed(r, p, len) == 0, "reader takes the bytes");
+	CHECK(t, frame_reader_next(r, &f) == -E2BIG, "reader: -E2BIG");
+	CHECK(t, frame_reader_next(r, &f) == -E2BIG, "reader: still poisoned");
+	frame_reader_free(r);
+	free(p);
+}
+
+/* The text of the value under "v" in a payload decoded from JSON, with a limit. */
+static int text_of(const char *json, size_t max, char **out, size_t *len)
+{
+	struct built b = build_json("t", "v", json);
+	struct frame f;
+	int rc = b.rc == 0 ? decode_built(&b, &f) : b.rc;
+	msgpack_sbuffer_destroy(&b.sbuf);
+	if (rc < 0)
+		return rc;
+	rc = frame_to_json_text(frame_get(&f.root, "v"), max, out, len);
+	frame_release(&f);
+	return rc;
+}
+
+static int text_is(const char *json, const char *want)
+{
+	char *out;
+	size_t len;
+	int ok = text_of(json, 1 << 20, &out, &len) == 0 && len == strlen(want) && strcmp(out, want) == 0;
+	if (!ok)
+		fprintf(stderr, "text of %s: want %s\n", json, want);
+	if (ok)
+		free(out);
+	return ok;
+}
+
+static void test_json_text(struct tally *t)
+{
+	char *out = NULL;
+	size_t len;
+	CHECK(t, text_is("{\"a\":[1,-2,true,false,null],\"b\":\"x\"}", "{\"a\":[1,-2,true,false,null],\"b\":\"x\"}"),
+	      "compact JSON text of a nested value");
+	CHECK(t, text_is("\"q\\\"b\\\\n\\n\\t\\u0001\\u001f\\u007f é\"", "\"q\\\"b\\\\n\\n\\t\\u0001\\u001f\x7f é\""),
+	      "strings: quotes, backslashes, control characters escaped; UTF-8 as it is");
+	CHECK(t, text_is("[0.5,1e300,-0.1,0.30000000000000004]", "[0.5,1e+300,-0.1,0.30000000000000004]"),
+	      "doubles: the shortest text that reads back exactly");
+	{
+		msgpack_sbuffer ib;
+		msgpack_packer ip;
+		msgpack_unpacked iu;
+		char *it = NULL;
+		size_t il;
+		msgpack_sbuffer_init(&ib);
+		msgpack_packer_init(&ip, &ib, msgpack_sbuffer_write);
+		msgpack_pack_array(&ip, 2);
+		msgpack_pack_uint64(&ip, UINT64_MAX);
+		msgpack_pack_int64(&ip, INT64_MIN);
+		msgpack_unpacked_init(&iu);
+		msgpack_unpack_next(&iu, ib.data, ib.size, NULL);
+		CHECK(t, frame_to_json_text(&iu.data, 100, &it, &il) == 0 &&
+		         strcmp(it, "[18446744073709551615,-9223372036854775808]") == 0, "64-bit integers keep every digit");
+		free(it);
+		msgpack_unpacked_destroy(&iu);
+		msgpack_sbuffer_destroy(&ib);
+	}
+	CHECK(t, text_is("{}", "{}") && text_is("[]", "[]") && text_is("\"\"", "\"\""), "empty containers and string");
+
+	/* The limit counts the text: exactly at it passes, one byte under fails. */
+	CHECK(t, text_of("[null,null]", 11, &out, &len) == 0 && len == 11, "text of exactly max bytes passes");
+	free(out);
+	out = NULL;
+	CHECK(t, text_of("[null,null]", 10, &out, &len) == -EMSGSIZE && out == NULL, "one byte over max: -EMSGSIZE");
+
+	/* A short payload that expands: 64 KiB of control characters is 384 KiB of JSON. */
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	char *ctl = malloc(65536);
+	memset(ctl, 1, 65536);
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	msgpack_pack_str_with_body(&pk, ctl, 65536);
+	msgpack_unpacked u;
+	msgpack_unpacked_init(&u);
+	CHECK(t, msgpack_unpack_next(&u, sb.data, sb.size, NULL) == MSGPACK_UNPACK_SUCCESS, "packed");
+	CHECK(t, frame_to_json_text(&u.data, 300000, &out, &len) == -EMSGSIZE, "6x expansion refused at the limit");
+	CHECK(t, frame_to_json_text(&u.data, 400000, &out, &len) == 0 && len == 6 * 65536 + 2, "and fits a larger one");
+	free(out);
+	msgpack_unpacked_destroy(&u);
+	msgpack_sbuffer_destroy(&sb);
+
+	/* Bad strings, keys and binaries. */
+	static const unsigned char bad_utf8[] = { 0xa2, 0xc3, 0x28 };
+	static const unsigned char bad_key[] = { 0x81, 0xa2, 0xff, 0xfe, 0x01 };
+	static const unsigned char bin[] = { 0xc4, 0x03, 'a', 'b', 'c' };
+	size_t off = 0;
+	msgpack_zone z;
+	msgpack_object o;
+	msgpack_zone_init(&z, 1024);
+	msgpack_unpack((const char *)bad_utf8, sizeof bad_utf8, &off, &z, &o);
+	CHECK(t, frame_to_json_text(&o, 100, &out, &len) == -EILSEQ, "invalid UTF-8: -EILSEQ");
+	off = 0;
+	msgpack_unpack((const char *)bad_key, sizeof bad_key, &off, &z, &o);
+	CHECK(t, frame_to_json_text(&o, 100, &out, &len) == -EILSEQ, "invalid UTF-8 key: -EILSEQ");
+	off = 0;
+	msgpack_unpack((const char *)bin, sizeof bin, &off, &z, &o);
+	CHECK(t, frame_to_json_text(&o, 100, &out, &len) == 0 && strcmp(out, "\"YWJj\"") == 0, "bin is base64");
+	free(out);
+	CHECK(t, frame_to_json_text(&o, 5, &out, &len) == -EMSGSIZE, "bin over the limit is refused before encoding");
+	msgpack_zone_destroy(&z);
+
+	/* Nesting past FRAME_MAX_DEPTH (a value built by hand: msgpack-c cannot unpack one). */
+	{
+		msgpack_object chain[FRAME_MAX_DEPTH + 2];
+		for (int i = 0; i <= FRAME_MAX_DEPTH; i++) {
+			chain[i].type = MSGPACK_OBJECT_ARRAY;
+			chain[i].via.array.size = 1;
+			chain[i].via.array.ptr = &chain[i + 1];
+		}
+		chain[FRAME_MAX_DEPTH + 1].type = MSGPACK_OBJECT_NIL;
+		CHECK(t, frame_to_json_text(&chain[0], 1000, &out, &len) == -ELOOP, "deeper than FRAME_MAX_DEPTH: -ELOOP");
+		CHECK(t, frame_to_json_text(&chain[1], 1000, &out, &len) == 0 && len == 2 * FRAME_MAX_DEPTH + 4,
+		      "at the limit: fine");
+		free(out);
+	}
+
+	/* frame_json_quote: stored JSON text as a string literal. */
+	CHECK(t, frame_json_quote("{\"a\":\"\\n\"}", 10, &out, &len) == 0 &&
+	         strcmp(out, "\"{\\\"a\\\":\\\"\\\\n\\\"}\"") == 0 && len == strlen(out), "quote escapes quotes and backslashes");
+	cJSON *back = cJSON_Parse(out);
+	CHECK(t, back && cJSON_IsString(back) && strcmp(back->valuestring, "{\"a\":\"\\n\"}") == 0, "and parses back");
+	cJSON_Delete(back);
+	free(out);
+	free(ctl);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -799,6 +971,8 @@ int main(void)
 	test_hostile(&t);
 	test_reader(&t);
 	test_json(&t);
+	test_node_budget(&t);
+	test_json_text(&t);
 	test_fuzz(&t);
 	return check_done(&t);
 }

@@ -286,6 +286,18 @@ static void job_results(void)
 	JOB_EXPECT(fp_result_json(job, "\"\xc0\x80\"") == -EINVAL);
 	JOB_EXPECT(fp_result_mcp(job, "{\"x\":1}") == -EINVAL);
 	JOB_EXPECT(fp_result_mcp(job, "{\"content\":[{\"text\":\"no type\"}]}") == -EINVAL);
+	/* 1.1 M values in 2.2 MB: within the bytes, over a frame's value budget. */
+	size_t nz = 1100000;
+	char *zeros = malloc(2 * nz + 2);
+	JOB_EXPECT(zeros != NULL);
+	zeros[0] = '[';
+	for (size_t i = 0; i < nz; i++) {
+		zeros[1 + 2 * i] = '0';
+		zeros[2 + 2 * i] = i + 1 < nz ? ',' : ']';
+	}
+	zeros[2 * nz + 1] = '\0';
+	JOB_EXPECT(fp_result_json(job, zeros) == -EMSGSIZE);
+	free(zeros);
 	JOB_EXPECT(fp_result_json(job, "{\"a\":[1,2.5,\"x\"],\"b\":null}") == 0);
 	JOB_EXPECT(fp_result_json(job, "{}") == -EALREADY);
 	JOB_EXPECT(fp_fail(job, NULL, "late", 0, NULL) == -EALREADY);

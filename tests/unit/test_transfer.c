@@ -921,7 +921,11 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	cJSON_Delete(sc);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", id);
 	sc = call(&v, "file_transfer_open", open_args("download", uri, -1, NULL), &err);
-	CHECK(t, err && strcmp(code_of(sc), "invalid_param") == 0, "a result URI is not a download");
+	CHECK(t, err && strcmp(code_of(sc), "not_found") == 0, "a small result is read, not downloaded");
+	cJSON_Delete(sc);
+	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/log", id);
+	sc = call(&v, "file_transfer_open", open_args("download", uri, -1, NULL), &err);
+	CHECK(t, err && strcmp(code_of(sc), "invalid_param") == 0, "a log URI is not a download");
 	cJSON_Delete(sc);
 
 	/* an artifact as input of another job */
