@@ -809,8 +809,8 @@ static void complete_held(struct tasks *ts, struct task *t)
 	finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
 }
 
-/* A job-supplied CallToolResult as JSON text, cleaned (mcpresult.h) and printed again.
- * 0; -EINVAL with why; -ENOMEM. */
+/* A job-supplied CallToolResult as JSON text, cleaned (mcpresult.h) and printed again in place
+ * of *text.  0; -EINVAL with why, or -ENOMEM, and *text is left as it was (the caller's). */
 static int clean_mcp_text(struct task *t, char **text, size_t *len, char *why, size_t whylen)
 {
 	cJSON *r = cJSON_ParseWithLength(*text, *len);
@@ -915,6 +915,8 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 		/* Forwarded to clients as the tool's result: only valid blocks, none of the job's _meta. */
 		char reason[240], msg[300];
 		rc = clean_mcp_text(t, &text, &len, reason, sizeof reason);
+		if (rc < 0)
+			free(text);
 		if (rc == -EINVAL) {
 			snprintf(msg, sizeof msg, "protocol violation: invalid mcp result: %s", reason);
 			job_kill(t->job, msg);   /* copies msg; the frames after this one are not read */
