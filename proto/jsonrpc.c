@@ -5,6 +5,29 @@
 
 #include "frame.h"
 
+/* 1 if a string in the JSON text holds the escape \u0000.  cJSON keeps strings NUL-terminated,
+ * so such a string would silently end at the NUL ("ok.txt\u0000../x" reads as "ok.txt"): a
+ * path, a name or an argument would mean something other than what was sent.  The text is
+ * known to be valid JSON when this runs, so tracking quotes and backslashes is enough. */
+static int has_nul_escape(const char *s, size_t len)
+{
+	int in_str = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (!in_str) {
+			in_str = s[i] == '"';
+			continue;
+		}
+		if (s[i] == '"') {
+			in_str = 0;
+		} else if (s[i] == '\\' && i + 1 < len) {
+			if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0)
+				return 1;
+			i++;
+		}
+	}
+	return 0;
+}
+
 void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 {
 	memset(m, 0, sizeof *m);
@@ -68,6 +91,13 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 			/* MCP params are always objects; positional arrays are not used. */
 			m->err_code = RPC_INVALID_PARAMS;
 			m->err_msg = "Invalid params: params must be an object";
+			if (!id)
+				m->id = NULL;
+			return;
+		}
+		if (has_nul_escape(line, len)) {
+			m->err_code = RPC_INVALID_PARAMS;
+			m->err_msg = "Invalid params: a string contains \\u0000 (NUL), which no string here may hold";
 			if (!id)
 				m->id = NULL;
 			return;

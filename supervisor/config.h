@@ -58,6 +58,7 @@ struct server_cfg {
 	long result_inline_bytes;/* larger results go to a resource link; default 64 KiB */
 	long result_max_bytes;   /* largest result (as JSON text) a job may return; default 16 MiB */
 	long state_max_mb;       /* disk budget of the blob store and journal, MiB; 0 = none */
+	long artifact_hash_max_bytes; /* larger artifacts are listed without sha256; default 1 GiB */
 };
 
 struct config {

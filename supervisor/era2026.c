@@ -91,6 +91,11 @@ static cJSON *cacheable(cJSON *r, const char *scope)
 	return r;
 }
 
+static cJSON *stamp_complete(void *arg, cJSON *r)
+{
+	return stamp(arg, r, "complete");
+}
+
 static void answer(struct era2026 *e, struct msess *ms, const cJSON *id, cJSON *result, const char *type)
 {
 	result = stamp(e, result, type);
@@ -446,7 +451,10 @@ static void m_call(struct era2026 *e, struct msess *ms, const cJSON *id, const c
 		return;
 	}
 	cJSON *r;
-	if (server_run_builtin(e->srv, name->valuestring, args, &r)) {
+	int builtin = server_run_builtin(e->srv, ms, id, stamp_complete, e, name->valuestring, args, &r);
+	if (builtin == 2)
+		return;   /* answered later, stamped by stamp_complete */
+	if (builtin) {
 		answer(e, ms, id, r, "complete");
 		return;
 	}

@@ -22,6 +22,7 @@
 #include "supervisor.h"
 #include "tasks.h"
 #include "transfer.h"
+#include "workers.h"
 
 static const char usage_main[] =
 	"usage: forkpoint COMMAND [OPTIONS]\n"
@@ -265,6 +266,13 @@ static int cmd_mcp(int argc, char **argv)
 		goto out;
 	}
 	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
+	/* Blocking file work — hashing downloads and artifacts, syncing upload chunks, copying a
+	 * commit across file systems — happens on these threads, off the loop. */
+	int wrc = workers_new(sv.loop, 2, &sv.workers);
+	if (wrc < 0) {
+		fprintf(stderr, "forkpoint: cannot start worker threads: %s\n", strerror(-wrc));
+		goto out;
+	}
 	sv.tasks = tasks_new(&sv);
 	if (!sv.tasks) {
 		fprintf(stderr, "forkpoint: out of memory\n");
@@ -307,7 +315,9 @@ out:
 		server_flush(sv.server);
 		server_drain(sv.server, 2000);
 	}
-	/* Jobs end with us; tasks are left as they were (a later run resumes them). */
+	/* Jobs end with us; tasks are left as they were (a later run resumes them).  The pool
+	 * goes first: its last done callbacks still answer into the server's sessions. */
+	workers_free(sv.workers);
 	server_free(sv.server);
 	tasks_free(sv.tasks);
 	sandbox_free(sv.sandbox);

@@ -949,7 +949,8 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	rp->err = err;
 	rp->errlen = errlen;
 	if (type >= REC_EXT_FIRST && type <= REC_EXT_LAST) {
-		int r = rp->p->sv->transfers ? transfer_replay(rp->p->sv->transfers, type, &f.root, err, errlen) : 0;
+		int r = rp->p->sv->transfers ? transfer_replay(rp->p->sv->transfers, type, &f.root, err, errlen)
+		                             : transfer_replay_tasks(rp->p->sv, type, &f.root);
 		frame_release(&f);
 		return r;
 	}

@@ -25,6 +25,21 @@
 
 /* ---- names and URIs ---------------------------------------------------------------------- */
 
+/* 1 if the UTF-8 sequence at p is a character that changes how text around it is shown: a C1
+ * control (U+0080..U+009F), a bidirectional mark, embedding, override or isolate (U+061C,
+ * U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) or a line/paragraph separator (U+2028,
+ * U+2029).  A name holding one can display as a different name ("report\u202Efdp.exe"). */
+static int display_control(const unsigned char *p)
+{
+	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		return 1;
+	if (p[0] == 0xd8 && p[1] == 0x9c)
+		return 1;
+	if (p[0] == 0xe2 && p[1] == 0x80)
+		return p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xa8 && p[2] <= 0xae);
+	return p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9;
+}
+
 int res_name_ok(const char *name)
 {
 	size_t n = strlen(name);
@@ -33,7 +48,13 @@ int res_name_ok(const char *name)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
 			return 0;
-	return frame_utf8_valid(name, n);
+	if (!frame_utf8_valid(name, n))
+		return 0;
+	/* Valid UTF-8 and NUL-terminated: a lead byte's continuation bytes are there to look at. */
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)name[i] >= 0xc2 && display_control((const unsigned char *)name + i))
+			return 0;
+	return 1;
 }
 
 static int unreserved(unsigned char c)
@@ -321,16 +342,21 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		if (f < 0)
 			continue;
 		if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1 ||
-		    total + st.st_size > ARTIFACTS_MAX_BYTES || blob_sha256_fd(f, (uint64_t)st.st_size, sha) < 0) {
+		    total + st.st_size > ARTIFACTS_MAX_BYTES) {
 			if (total + st.st_size > ARTIFACTS_MAX_BYTES)
 				fplog(&sv->log, FPLOG_WARNING, t->id, "outputs/%s left out: artifacts are limited to "
 				      "%lld bytes per task", names[i], (long long)ARTIFACTS_MAX_BYTES);
 			close(f);
 			continue;
 		}
-		/* Read-only from now on: the hash in the task's record describes these bytes. */
+		/* Read-only before it is hashed: the hash in the task's record describes these bytes.
+		 * Large ones are hashed in the worker pool (the list says sha256Status "pending"
+		 * until then), very large ones not at all. */
 		fchmod(f, 0444);
+		int hr = transfer_hash_artifact(tr, t, names[i], f, &st, sha);
 		close(f);
+		if (hr < 0)
+			continue;
 		total += st.st_size;
 		if (!arr && !(arr = cJSON_CreateArray()))
 			goto out;
@@ -338,7 +364,7 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		res_uri_format(uri, sizeof uri, RES_ARTIFACT, t->id, names[i]);
 		cJSON_AddStringToObject(a, "name", names[i]);
 		cJSON_AddNumberToObject(a, "size", (double)st.st_size);
-		cJSON_AddStringToObject(a, "sha256", sha);
+		artifact_set_sha(a, hr == 0 ? sha : NULL, hr == ARTIFACT_SKIPPED ? "skipped" : "pending");
 		cJSON_AddStringToObject(a, "uri", uri);
 		cJSON_AddItemToArray(arr, a);
 	}

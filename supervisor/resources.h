@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <cJSON.h>
 #include "supervisor.h"
 
 #define RES_SCHEME          "forkpoint://"
@@ -37,8 +38,9 @@ struct res_uri {
 int res_uri_parse(const char *uri, struct res_uri *u);
 /* The URI of a task's resource (name: for RES_ARTIFACT).  Returns the length, as snprintf. */
 int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name);
-/* 1 if name may be an artifact: valid UTF-8, 1..NAME_MAX bytes, no '/', no control
- * characters, not starting with '.'. */
+/* 1 if name may be an artifact: valid UTF-8, 1..NAME_MAX bytes, no '/', no C0 or C1 control
+ * characters, no bidirectional controls (U+061C, U+200E/F, U+202A..E, U+2066..9) or line
+ * separators (U+2028/9), not starting with '.'. */
 int res_name_ok(const char *name);
 
 /* Open the result of task `id` kept in the blob store, for a download (a result too large for
@@ -51,6 +53,21 @@ int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat 
  * err: -ESRCH no such task, -EAGAIN not completed, -ENOENT no such artifact. */
 int res_artifact_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
                       char *err, size_t errlen);
+
+/* Hash an artifact being collected (transfer.c): over server.artifactHashMaxBytes it is not
+ * hashed (ARTIFACT_SKIPPED); over 1 MiB with a worker pool it is hashed there
+ * (ARTIFACT_PENDING: fd is duplicated, and the digest goes into t's artifact list and the
+ * journal when done); otherwise now: 0 and sha.  -errno when it cannot be read whole. */
+#define ARTIFACT_PENDING 1
+#define ARTIFACT_SKIPPED 2
+#define ARTIFACT_HASH_MAX_DEFAULT (1L << 30)
+struct task;
+struct transfers;
+int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
+                           const struct stat *st, char sha[65]);
+/* Set an artifact entry's "sha256", or (sha NULL or "") its "sha256Status": pending, skipped
+ * or failed. */
+void artifact_set_sha(cJSON *a, const char *sha, const char *status);
 
 /* A guess from the name's extension ("application/octet-stream" when unknown) and whether
  * that type is text. */

@@ -576,19 +576,68 @@ const cJSON *server_tool_schema(struct server *srv, const char *name)
 	return NULL;
 }
 
-int server_run_builtin(struct server *srv, const char *name, cJSON *args, cJSON **result)
+/* A built-in call answered later: where the answer goes.  Sessions live as long as the
+ * server, and the worker pool (which makes these answers) is stopped before it. */
+struct later_reply {
+	struct msess *ms;
+	cJSON *id;
+	server_wrap_fn wrap;
+	void *wrap_arg;
+};
+
+static void later_answer(void *ctx, cJSON *result)
+{
+	struct later_reply *lr = ctx;
+	if (result && lr->wrap)
+		result = lr->wrap(lr->wrap_arg, result);
+	if (result)
+		reply(lr->ms, lr->id, result);
+	else
+		reply_error(lr->ms, lr->id, RPC_INTERNAL_ERROR, "out of memory");
+	cJSON_Delete(lr->id);
+	free(lr);
+}
+
+static void later_drop(void *ctx)
+{
+	struct later_reply *lr = ctx;
+	cJSON_Delete(lr->id);
+	free(lr);
+}
+
+int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, server_wrap_fn wrap,
+                       void *wrap_arg, const char *name, cJSON *args, cJSON **result)
 {
 	struct supervisor *sv = srv->sv;
-	if (facade_is_tool(name))
+	int rc = 1;
+	if (facade_is_tool(name)) {
 		*result = facade_call(sv, name, server_tool_schema(srv, name), args);
-	else if (!transfer_is_tool(name))
+	} else if (!transfer_is_tool(name)) {
 		return 0;
-	else if (sv->transfers)
-		*result = transfer_call(sv->transfers, name, server_tool_schema(srv, name), args);
-	else
+	} else if (sv->transfers) {
+		struct later_reply *lr = ms ? calloc(1, sizeof *lr) : NULL;
+		if (lr && !(lr->id = cJSON_Duplicate(id, 1)) && id) {
+			free(lr);
+			lr = NULL;
+		}
+		struct transfer_later later = { later_answer, later_drop, lr };
+		if (lr) {
+			lr->ms = ms;
+			lr->wrap = wrap;
+			lr->wrap_arg = wrap_arg;
+		}
+		unsigned long before = transfers_deferred(sv->transfers);
+		*result = transfer_call_later(sv->transfers, name, server_tool_schema(srv, name), args,
+		                              lr ? &later : NULL);
+		if (!*result && lr && transfers_deferred(sv->transfers) != before)
+			rc = 2;
+		else if (lr)
+			later_drop(lr);
+	} else {
 		*result = facade_error("internal_error", "file transfer is not available", 0, "");
+	}
 	cJSON_Delete(args);
-	return 1;
+	return rc;
 }
 
 int server_start_task(struct supervisor *sv, const struct tool_cfg *tool, cJSON *args, struct task **out,
@@ -654,7 +703,10 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		return;
 	}
 	cJSON *res;
-	if (server_run_builtin(srv, name->valuestring, args, &res)) {
+	int builtin = server_run_builtin(srv, ms, id, NULL, NULL, name->valuestring, args, &res);
+	if (builtin == 2)
+		return;
+	if (builtin) {
 		if (res)
 			reply(ms, id, res);
 		else

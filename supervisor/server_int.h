@@ -25,10 +25,15 @@ cJSON *server_tools_page(struct server *srv, const cJSON *cursor);
 /* inputSchema of a listed tool (borrowed), or NULL. */
 const cJSON *server_tool_schema(struct server *srv, const char *name);
 
+/* What a caller does to a result before it is sent (era2026 stamps its results): consumes r
+ * and returns what to send. */
+typedef cJSON *(*server_wrap_fn)(void *arg, cJSON *r);
 /* tools/call of a built-in tool (durable_task_*, file_transfer_*): 1 if name is one, with
- * args consumed and *result the CallToolResult (NULL when out of memory); 0 otherwise, args
- * untouched. */
-int server_run_builtin(struct server *srv, const char *name, cJSON *args, cJSON **result);
+ * args consumed and *result the CallToolResult (NULL when out of memory); 2 if it is one whose
+ * answer comes later (a download being hashed off the loop): it will be sent to ms for id,
+ * through wrap (when not NULL) first; 0 otherwise, args untouched. */
+int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, server_wrap_fn wrap,
+                       void *wrap_arg, const char *name, cJSON *args, cJSON **result);
 /* Validate args (consumed) against a configured tool's inputSchema and create its task.
  * 0 and *out; or -errno and *failure, the CallToolResult that says why (invalid_arguments,
  * queue_full, internal_error). */

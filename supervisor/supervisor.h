@@ -13,6 +13,7 @@ struct server;
 struct persist;
 struct transfers;
 struct sandbox;
+struct workers;
 
 struct supervisor {
 	struct loop *loop;
@@ -25,6 +26,7 @@ struct supervisor {
 	struct persist *persist;   /* NULL: nothing is journaled (unit tests) */
 	struct transfers *transfers; /* file transfers (transfer.c); NULL in ops commands */
 	struct sandbox *sandbox;   /* host probe + compiled filters; made on first use if NULL */
+	struct workers *workers;   /* threads for blocking work (workers.h); NULL: done inline */
 };
 
 #endif

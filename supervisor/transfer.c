@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 
@@ -41,20 +42,34 @@
 #include "schema.h"
 #include "tasks.h"
 #include "wire.h"
+#include "workers.h"
 
 #define XFER_TTL_MS     (7LL * 24 * 3600 * 1000)
 #define CHUNK_SIZE      (256 * 1024)
 #define CHUNK_MAX       (1024 * 1024)
 #define CHUNK_B64_MAX   ((CHUNK_MAX + 2) / 3 * 4)
 #define XFER_MAX_BYTES  (64LL << 30)
-#define STAGE_PREFIX    ".fp-upload-"
+#define STAGE_PREFIX    ".fp-upload-"   /* reserved in roots: the commit's temporary name */
+#define STAGE_DIR       "uploads"       /* staged bytes: <state>/uploads/<handle>.part */
+#define FH_MAX          128             /* MAX_HANDLE_SZ */
+#define FH_HEX          (2 * (FH_MAX + 4) + 1)
 #define IO_BUF          (1 << 20)
 #define MAX_READY       64          /* transfers holding descriptors at once */
 #define JSON_INT_MAX    9007199254740991.0   /* 2^53 - 1: larger integers do not survive JSON */
+#define HASH_INLINE_MAX (1 << 20)  /* files up to this are hashed on the loop: quicker than a hop */
 
 enum {
 	REC_X_OPEN = 64, REC_X_CHUNK = 65, REC_X_END = 66, REC_X_GONE = 67, REC_X_CURSOR = 68,
-	REC_X_SNAP = 80, REC_X_TOMB = 81,
+	REC_X_INTENT = 69, REC_X_ARTSHA = 70, REC_X_SNAP = 80, REC_X_TOMB = 81,
+};
+
+/* Which file or folder, in a way that survives a reboot.  st_dev is only a number the kernel
+ * gave the mount this time; the inode number, the file handle (which carries the inode's
+ * generation, so a reused inode number differs) and, on most file systems, f_fsid (ext4 and
+ * btrfs derive it from the file system's UUID) stay.  See fid_same. */
+struct fid {
+	uint64_t dev, ino, fsid;
+	char fh[FH_HEX];            /* name_to_handle_at, hex of type + bytes; "" if unsupported */
 };
 
 enum xdir { X_UPLOAD, X_DOWNLOAD };
@@ -72,14 +87,40 @@ struct xfer {
 	int64_t cursor;             /* upload: bytes acknowledged; download: default next offset */
 	int64_t last_off, last_len; /* upload: the last acknowledged chunk (duplicate detection) */
 	int64_t created_ms, touched_ms, finished_ms;
-	uint64_t dev, ino;          /* upload: destination folder; download: the file */
+	struct fid id;              /* upload: destination folder; download: the file */
+	struct fid pub;             /* upload: the inode its commit publishes (intent record) */
+	int intent;                 /* pub is set: the commit may have been published */
 	char *msg;                  /* failed: why */
 	/* runtime, not journaled */
 	int ready;                  /* descriptors (and hash state) set up */
+	int parked;                 /* descriptors closed to save them; hash state kept */
+	int committing;             /* a cross-file-system copy for its commit is in the pool */
+	struct xack *acks;          /* upload: chunks waiting for their sync, oldest first */
+	int rehashing;              /* upload: its staged bytes are being hashed in the pool */
+	struct xwait *waiters;      /* calls waiting for that hash, oldest first */
+	int64_t dlast_off, dlast_len; /* the last chunk journaled, while acks are pending */
 	int dirfd, fd;
-	struct timespec mtime;      /* download: the file's mtime when hashed */
+	int pubfd;                  /* upload: the inode the commit publishes (fd itself, or a copy) */
+	struct timespec mtime, ctime; /* download: the file's times when hashed */
 	EVP_MD_CTX *md;
 	struct xfer *next;
+};
+
+/* An upload chunk written but not acknowledged yet: its staged bytes are being synced in the
+ * worker pool.  Answered (and journaled) in order once a sync that covers it is done. */
+struct xack {
+	int64_t off, len;
+	int dup;                    /* a repeat of this chunk: answered as a duplicate */
+	struct transfer_later later;
+	struct xack *next;
+};
+
+/* A write or commit that came while the upload's hash was being rebuilt in the pool. */
+struct xwait {
+	char name[32];
+	cJSON *args;
+	struct transfer_later later;
+	struct xwait *next;
 };
 
 struct xtomb {
@@ -91,10 +132,13 @@ struct xtomb {
 struct transfers {
 	struct supervisor *sv;
 	struct roots *roots;
+	int updir;                  /* <state>/uploads: staging no job can reach */
 	struct xfer *list;
 	struct xtomb *tombs;
 	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
 	char *enc;                  /* B64_ENCODED_SIZE(CHUNK_MAX) */
+	size_t jobs;                /* jobs in the worker pool */
+	unsigned long deferred;     /* answers taken to be given later (transfers_deferred) */
 	char msg[1024];             /* transfers_msgbuf */
 };
 
@@ -161,9 +205,70 @@ static int md_peek(EVP_MD_CTX *md, char out[65])
 	return rc;
 }
 
+/* The staged bytes' name in <state>/uploads, and the temporary name a commit with overwrite
+ * links them to in the destination folder. */
 static void stage_name(const struct xfer *x, char *buf, size_t len)
 {
+	snprintf(buf, len, "%s.part", x->h);
+}
+
+static void temp_name(const struct xfer *x, char *buf, size_t len)
+{
 	snprintf(buf, len, "%s%s.part", STAGE_PREFIX, x->h);
+}
+
+/* A cross-file-system copy's name where O_TMPFILE is missing. */
+static void copy_name(const struct xfer *x, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s.copy", STAGE_PREFIX, x->h);
+}
+
+static void fid_of_stat(const struct stat *st, int fd, struct fid *f)
+{
+	struct statfs sf;
+	union { struct file_handle h; char b[sizeof(struct file_handle) + FH_MAX]; } u;
+	int mnt;
+	memset(f, 0, sizeof *f);
+	f->dev = (uint64_t)st->st_dev;
+	f->ino = (uint64_t)st->st_ino;
+	if (fstatfs(fd, &sf) == 0) {
+		uint32_t a, b;
+		memcpy(&a, &sf.f_fsid, 4);
+		memcpy(&b, (char *)&sf.f_fsid + 4, 4);
+		f->fsid = (uint64_t)a << 32 | b;
+	}
+	u.h.handle_bytes = FH_MAX;
+	if (name_to_handle_at(fd, "", &u.h, &mnt, AT_EMPTY_PATH) == 0 && u.h.handle_bytes <= FH_MAX) {
+		unsigned char t[4];
+		memcpy(t, &u.h.handle_type, 4);
+		wire_hex(t, 4, f->fh);
+		wire_hex(u.h.f_handle, u.h.handle_bytes, f->fh + 8);
+	}
+}
+
+/* The identity of an open file or folder.  0 or -errno. */
+static int fid_of(int fd, struct fid *f)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	fid_of_stat(&st, fd, f);
+	return 0;
+}
+
+/* Is `now` the object `rec` was recorded from?  The inode number must match, and then one
+ * more thing that tells file systems apart: the same st_dev (no reboot since), the same
+ * non-zero f_fsid (a UUID-derived fsid survives reboots), or the same file handle (inode
+ * number and generation; also for file systems whose fsid is the device number, like XFS).
+ * The threat is a folder or file replaced under the same path, which gets another inode (or
+ * generation); a different file system mounted at the same path by the operator whose root
+ * happens to look the same is not one. */
+static int fid_same(const struct fid *rec, const struct fid *now)
+{
+	if (rec->ino != now->ino)
+		return 0;
+	return rec->dev == now->dev || (rec->fsid && rec->fsid == now->fsid) ||
+	       (rec->fh[0] && strcmp(rec->fh, now->fh) == 0);
 }
 
 static const char *last_name(const char *path)
@@ -266,7 +371,7 @@ static const char *state_name(enum xstate s)
 }
 
 /* The OPEN_KEYS fields that open and snap records share (replay_new reads them). */
-#define OPEN_KEYS 10
+#define OPEN_KEYS 12
 static void pack_open_fields(struct frame_map *r, const struct xfer *x)
 {
 	frame_pack_kv_str(&r->pk, "h", x->h);
@@ -276,9 +381,31 @@ static void pack_open_fields(struct frame_map *r, const struct xfer *x)
 	frame_pack_kv_str(&r->pk, "want", x->want);
 	frame_pack_kv_int(&r->pk, "ow", x->overwrite);
 	frame_pack_kv_int(&r->pk, "at", x->created_ms);
-	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->dev);
-	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->ino);
+	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->id.dev);
+	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->id.ino);
+	frame_pack_kv_int(&r->pk, "fsid", (int64_t)x->id.fsid);
+	frame_pack_kv_str(&r->pk, "fh", x->id.fh);
 	frame_pack_kv_str(&r->pk, "sha", x->sha);
+}
+
+/* The inode a commit is about to publish, durable before it appears at the destination: after
+ * a crash, finding that inode there means the commit happened. */
+static void pack_intent(struct frame_map *r, const struct xfer *x)
+{
+	frame_pack_kv_int(&r->pk, "pdev", (int64_t)x->pub.dev);
+	frame_pack_kv_int(&r->pk, "pino", (int64_t)x->pub.ino);
+	frame_pack_kv_int(&r->pk, "pfsid", (int64_t)x->pub.fsid);
+	frame_pack_kv_str(&r->pk, "pfh", x->pub.fh);
+	frame_pack_kv_str(&r->pk, "psha", x->sha);
+}
+
+static int j_intent(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 6);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	pack_intent(&r, x);
+	return rec_end(tr, &r, REC_X_INTENT);
 }
 
 static void j_open(struct transfers *tr, const struct xfer *x)
@@ -313,6 +440,17 @@ static void j_end(struct transfers *tr, const struct xfer *x)
 	rec_end(tr, &r, REC_X_END);
 }
 
+static void j_chunk_at(struct transfers *tr, const struct xfer *x, int64_t off, int64_t len)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 4);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	frame_pack_kv_int(&r.pk, "off", off);
+	frame_pack_kv_int(&r.pk, "len", len);
+	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
+	rec_end(tr, &r, REC_X_CHUNK);
+}
+
 static void j_cursor(struct transfers *tr, const struct xfer *x)
 {
 	struct frame_map r;
@@ -335,8 +473,10 @@ static int j_tomb(struct transfers *tr, uint8_t type, const char *h, int64_t unt
 static int j_snap(struct transfers *tr, const struct xfer *x)
 {
 	struct frame_map r;
-	frame_map_begin(&r, OPEN_KEYS + 7);
+	frame_map_begin(&r, OPEN_KEYS + 7 + (x->intent ? 5 : 0));
 	pack_open_fields(&r, x);
+	if (x->intent)
+		pack_intent(&r, x);
 	frame_pack_kv_int(&r.pk, "touched", x->touched_ms);
 	frame_pack_kv_int(&r.pk, "finished", x->finished_ms);
 	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
@@ -363,25 +503,46 @@ static struct xfer *xfer_alloc(const char *h)
 	if (!x)
 		return NULL;
 	snprintf(x->h, sizeof x->h, "%s", h);
-	x->dirfd = x->fd = -1;
+	x->dirfd = x->fd = x->pubfd = -1;
 	x->size = -1;
 	return x;
 }
 
-static void xfer_close(struct xfer *x)
+/* Close the descriptors; the hash state stays, so a parked upload is not hashed again. */
+static void xfer_park(struct xfer *x)
 {
 	if (x->fd >= 0)
 		close(x->fd);
 	if (x->dirfd >= 0)
 		close(x->dirfd);
-	x->fd = x->dirfd = -1;
-	EVP_MD_CTX_free(x->md);
-	x->md = NULL;
+	if (x->pubfd >= 0)
+		close(x->pubfd);
+	x->fd = x->dirfd = x->pubfd = -1;
+	x->parked = x->ready;
 	x->ready = 0;
 }
 
+static void xfer_close(struct xfer *x)
+{
+	xfer_park(x);
+	x->parked = 0;
+	EVP_MD_CTX_free(x->md);
+	x->md = NULL;
+}
+
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+
 static void xfer_free(struct xfer *x)
 {
+	answer_acks(x, NULL);
+	while (x->waiters) {
+		struct xwait *w = x->waiters;
+		x->waiters = w->next;
+		if (w->later.drop)
+			w->later.drop(w->later.ctx);
+		cJSON_Delete(w->args);
+		free(w);
+	}
 	xfer_close(x);
 	free(x->path);
 	free(x->msg);
@@ -416,39 +577,43 @@ static void set_msg(struct xfer *x, const char *msg)
 	x->msg = msg ? strdup(msg) : NULL;
 }
 
-/* Best effort: remove an upload's staging file, through the folder descriptor when there is
- * one, else by resolving the folder again (after a restart, or when recovery failed). */
+/* Best effort: remove an upload's staged bytes (in the state dir) and the temporary name a
+ * commit with overwrite may have left in the destination folder (only through the folder
+ * descriptor the upload holds: a same-named folder made later is someone else's). */
 static void remove_stage(struct transfers *tr, struct xfer *x)
 {
-	char name[80], err[256];
-	struct roots_loc loc;
-	int d = x->dirfd;
+	char name[80];
 	if (x->dir != X_UPLOAD)
 		return;
 	stage_name(x, name, sizeof name);
-	if (d < 0 && tr->roots && roots_open_parent(tr->roots, x->path, &d, &loc, err, sizeof err) < 0)
-		d = -1;
-	if (d >= 0) {
-		struct stat st;
-		/* Only in the folder the upload was opened in: a same-named folder made later is
-		 * someone else's. */
-		if (fstat(d, &st) == 0 && (uint64_t)st.st_dev == x->dev && (uint64_t)st.st_ino == x->ino)
-			unlinkat(d, name, 0);
-		if (d != x->dirfd)
-			close(d);
+	if (tr->updir >= 0)
+		unlinkat(tr->updir, name, 0);
+	if (x->dirfd >= 0) {
+		temp_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+		copy_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
 	}
 }
 
 /* A transfer that cannot go on answers not_active from now on; an upload's staged bytes are
  * dropped. */
+static cJSON *ack_not_active(const struct xfer *x);
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+
+static void run_waiters(struct transfers *tr, struct xfer *x, int ran);
+
 static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 {
 	remove_stage(tr, x);
 	xfer_close(x);
 	x->state = XS_FAILED;
+	x->rehashing = 0;
 	set_msg(x, why);
 	x->finished_ms = x->touched_ms = now_ms();
 	j_end(tr, x);
+	answer_acks(x, ack_not_active);
+	run_waiters(tr, x, 1);   /* they answer not_active now */
 }
 
 /* Drop the tombstones whose time is up: their handles become merely unknown. */
@@ -484,6 +649,16 @@ struct transfers *transfers_new(struct supervisor *sv)
 	if (!tr)
 		return NULL;
 	tr->sv = sv;
+	tr->updir = -1;
+	if (sv->state_dir) {
+		/* Staged bytes live where no job can write: a job that can write a file root must
+		 * not be able to swap them between the hash and the commit. */
+		int sd = open(sv->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sd >= 0 && (mkdirat(sd, STAGE_DIR, 0700) == 0 || errno == EEXIST))
+			tr->updir = openat(sd, STAGE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sd >= 0)
+			close(sd);
+	}
 	tr->buf = malloc(IO_BUF + 16);
 	tr->buf2 = malloc(IO_BUF + 16);
 	tr->enc = malloc(B64_ENCODED_SIZE(CHUNK_MAX));
@@ -513,6 +688,8 @@ void transfers_free(struct transfers *tr)
 		free(t);
 	}
 	roots_free(tr->roots);
+	if (tr->updir >= 0)
+		close(tr->updir);
 	free(tr->buf);
 	free(tr->buf2);
 	free(tr->enc);
@@ -548,6 +725,19 @@ static int parse_state(const char *s)
 	return -1;
 }
 
+/* An intent record's fields (also in a snap record of a transfer that has one). */
+static void replay_intent(struct xfer *x, const msgpack_object *m)
+{
+	if (get_i(m, "pino", 0) == 0)
+		return;
+	x->intent = 1;
+	x->pub.dev = (uint64_t)get_i(m, "pdev", 0);
+	x->pub.ino = (uint64_t)get_i(m, "pino", 0);
+	x->pub.fsid = (uint64_t)get_i(m, "pfsid", 0);
+	frame_get_strcpy(m, "pfh", x->pub.fh, sizeof x->pub.fh);
+	frame_get_strcpy(m, "psha", x->sha, sizeof x->sha);
+}
+
 /* The fields open and snap records share. */
 static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpack_object *m,
                                char *err, size_t errlen)
@@ -575,16 +765,52 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 	frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
 	x->overwrite = get_i(m, "ow", 0) != 0;
 	x->created_ms = x->touched_ms = get_i(m, "at", 0);
-	x->dev = (uint64_t)get_i(m, "dev", 0);
-	x->ino = (uint64_t)get_i(m, "ino", 0);
+	x->id.dev = (uint64_t)get_i(m, "dev", 0);
+	x->id.ino = (uint64_t)get_i(m, "ino", 0);
+	x->id.fsid = (uint64_t)get_i(m, "fsid", 0);
+	frame_get_strcpy(m, "fh", x->id.fh, sizeof x->id.fh);
+	replay_intent(x, m);
 	x->next = tr->list;
 	tr->list = x;
 	return x;
 }
 
+/* An artifact hashed after its task finished: its digest goes into the task's list. */
+static int replay_artsha(struct supervisor *sv, const msgpack_object *m, char *err, size_t errlen)
+{
+	char id[33], name[NAME_MAX + 1], sha[65] = "", status[16] = "failed";
+	if (frame_get_strcpy(m, "t", id, sizeof id) < 0 || frame_get_strcpy(m, "name", name, sizeof name) < 0) {
+		snprintf(err, errlen, "artifact digest record without a task or name");
+		return -1;
+	}
+	frame_get_strcpy(m, "sha", sha, sizeof sha);
+	if (frame_get_strcpy(m, "status", status, sizeof status) < 0 || !status[0])
+		snprintf(status, sizeof status, "failed");
+	struct task *t = sv->tasks ? tasks_find(sv->tasks, id) : NULL;
+	cJSON *a;
+	if (!t)
+		return 0;   /* the task expired later in the journal */
+	cJSON_ArrayForEach(a, t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(a, "name");
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+			artifact_set_sha(a, sha, status);
+	}
+	return 0;
+}
+
+int transfer_replay_tasks(struct supervisor *sv, int type, const msgpack_object *rec)
+{
+	char err[200];
+	if (type == REC_X_ARTSHA)
+		replay_artsha(sv, rec, err, sizeof err);
+	return 0;
+}
+
 int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, char *err, size_t errlen)
 {
 	char h[33], st[16];
+	if (type == REC_X_ARTSHA)
+		return replay_artsha(tr->sv, m, err, errlen);
 	if (frame_get_strcpy(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
 		snprintf(err, errlen, "transfer record of type %d has no valid handle", type);
 		return -1;
@@ -631,6 +857,9 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 		x->cursor = x->last_off + x->last_len;
 		x->touched_ms = get_i(m, "at", x->touched_ms);
 		return 0;
+	case REC_X_INTENT:
+		replay_intent(x, m);
+		return x->intent ? 0 : (snprintf(err, errlen, "transfer %s: intent record without an inode", h), -1);
 	case REC_X_CURSOR:
 		x->cursor = get_i(m, "cursor", 0);
 		x->last_off = x->cursor;
@@ -668,52 +897,86 @@ int transfer_snapshot(struct transfers *tr)
 
 /* ---- recovery -------------------------------------------------------------------------------- */
 
+/* Did a commit of x reach its destination?  1 when the name holds the inode the intent
+ * record named (the commit was published, its end record may not have been), else 0. */
+static int published(struct xfer *x, const char *name)
+{
+	struct fid now;
+	if (!x->intent || x->dirfd < 0)
+		return 0;
+	int f = openat(x->dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int same = f >= 0 && fid_of(f, &now) == 0 && fid_same(&x->pub, &now);
+	if (f >= 0)
+		close(f);
+	return same;
+}
+
+/* The upload is in place: record it (the caller answers). */
+static void mark_committed(struct transfers *tr, struct xfer *x)
+{
+	char name[80];
+	x->size = x->cursor;
+	x->state = XS_COMMITTED;
+	x->finished_ms = x->touched_ms = now_ms();
+	if (x->dirfd >= 0) {
+		copy_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+	}
+	stage_name(x, name, sizeof name);
+	xfer_close(x);
+	j_end(tr, x);
+	if (tr->updir >= 0)
+		unlinkat(tr->updir, name, 0);
+}
+
+/* The destination folder again, by path, and check it is the folder the upload was opened in
+ * (fid_same: a reboot that renumbered its st_dev is fine, a replaced folder is not). */
+static int reopen_folder(struct transfers *tr, struct xfer *x, struct roots_loc *loc, char *why, size_t whylen)
+{
+	char err[600];
+	struct fid now;
+	int rc;
+	if (!tr->roots || (rc = roots_open_parent(tr->roots, x->path, &x->dirfd, loc, err, sizeof err)) < 0) {
+		snprintf(why, whylen, "The destination folder could not be opened again: %s",
+		         tr->roots ? err : "no file roots");
+		return -ENOENT;
+	}
+	if (fid_of(x->dirfd, &now) < 0 || !fid_same(&x->id, &now)) {
+		snprintf(why, whylen, "The destination folder of %s is no longer the folder the upload was "
+		         "opened in (it was replaced)", x->path);
+		return -ESTALE;
+	}
+	if (now.dev != x->id.dev)
+		fplog(&tr->sv->log, FPLOG_NOTICE, NULL, "transfer %s: the destination folder's device number "
+		      "changed (a reboot?); same inode and file system, so the upload goes on", x->h);
+	return 0;
+}
+
+static int rehash_later(struct transfers *tr, struct xfer *x);
+
 /* Set up an upload's descriptors and hash state from what is on disk (after a restart, or when
  * a parked upload is used again).  0, or -errno with the reason in why (the caller then fails
  * the upload). */
 static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t whylen)
 {
-	char name[80], err[600];
+	char name[80];
 	struct roots_loc loc;
 	struct stat st;
 	int rc;
+	if ((rc = reopen_folder(tr, x, &loc, why, whylen)) < 0)
+		return rc;
+	if (published(x, loc.name)) {
+		/* Published, but the end record did not make it to the journal before a crash. */
+		mark_committed(tr, x);
+		return 0;
+	}
 	stage_name(x, name, sizeof name);
-	if (!tr->roots || (rc = roots_open_parent(tr->roots, x->path, &x->dirfd, &loc, err, sizeof err)) < 0) {
-		snprintf(why, whylen, "The destination folder could not be opened again: %s",
-		         tr->roots ? err : "no file roots");
-		return -ENOENT;
-	}
-	if (fstat(x->dirfd, &st) < 0 || (uint64_t)st.st_dev != x->dev || (uint64_t)st.st_ino != x->ino) {
-		snprintf(why, whylen, "The destination folder of %s is no longer the folder the upload was "
-		         "opened in (it was replaced)", x->path);
-		return -ESTALE;
-	}
-	x->fd = openat(x->dirfd, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	x->fd = tr->updir < 0 ? -1 : openat(tr->updir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	if (x->fd < 0 && errno == ENOENT) {
-		struct stat dst;
-		/* The commit renamed the staging file into place but the end record did not make it
-		 * to the journal: the file at the destination with the acknowledged size is ours —
-		 * if it also has the declared sha256, or if nothing was there when the upload began. */
-		if (fstatat(x->dirfd, loc.name, &dst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(dst.st_mode) &&
-		    dst.st_size == x->cursor && (x->size < 0 || x->size == x->cursor) && (x->want[0] || !x->overwrite)) {
-			int f = openat(x->dirfd, loc.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			char sha[65];
-			if (f >= 0 && blob_sha256_fd(f, (uint64_t)x->cursor, sha) == 0 &&
-			    (!x->want[0] || strcmp(sha, x->want) == 0)) {
-				close(f);
-				memcpy(x->sha, sha, sizeof sha);
-				x->state = XS_COMMITTED;
-				x->size = x->cursor;
-				x->finished_ms = x->touched_ms;
-				xfer_close(x);
-				j_end(tr, x);
-				return 0;
-			}
-			if (f >= 0)
-				close(f);
-		}
 		/* The staged bytes are gone: start the upload over under the same handle. */
-		x->fd = openat(x->dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		x->fd = openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		EVP_MD_CTX_free(x->md);
+		x->md = NULL;
 		if (x->fd >= 0 && x->cursor != 0) {
 			fplog(&tr->sv->log, FPLOG_WARNING, NULL, "transfer %s: staging file was missing; the upload "
 			      "restarts at offset 0", x->h);
@@ -734,6 +997,8 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		x->cursor = st.st_size;
 		x->last_off = x->cursor;
 		x->last_len = 0;
+		EVP_MD_CTX_free(x->md);
+		x->md = NULL;
 		j_cursor(tr, x);
 	}
 	/* Bytes past the cursor were written but never acknowledged: they will be sent again. */
@@ -742,17 +1007,23 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 		snprintf(why, whylen, "The staged bytes could not be cut back to the cursor: %s", strerror(-rc));
 		return rc;
 	}
-	if (!(x->md = md_new()))
-		return -ENOMEM;
-	if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
-		snprintf(why, whylen, "The staged bytes could not be read: %s", strerror(-rc));
-		return rc;
+	/* A parked upload kept its hash state: only a restart hashes the staged bytes again — in
+	 * the pool when they are large; writes and commits wait for it (rehash_later). */
+	if (!x->md && !x->rehashing && rehash_later(tr, x) < 0) {
+		if (!(x->md = md_new()))
+			return -ENOMEM;
+		if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
+			snprintf(why, whylen, "The staged bytes could not be read: %s", strerror(-rc));
+			return rc;
+		}
 	}
 	x->ready = 1;
+	x->parked = 0;
 	return 0;
 }
 
 static void limit_ready(struct transfers *tr, const struct xfer *keep);
+static void rehash_artifacts(struct transfers *tr);
 
 void transfers_recover(struct transfers *tr)
 {
@@ -775,6 +1046,7 @@ void transfers_recover(struct transfers *tr)
 		limit_ready(tr, NULL);
 	}
 	prune_tombs(tr, now);
+	rehash_artifacts(tr);
 }
 
 size_t transfers_collect(struct transfers *tr, int64_t now)
@@ -804,11 +1076,11 @@ static void limit_ready(struct transfers *tr, const struct xfer *keep)
 		if (!x->ready)
 			continue;
 		n++;
-		if (x != keep && (!lru || x->touched_ms < lru->touched_ms))
+		if (x != keep && !x->committing && (!lru || x->touched_ms < lru->touched_ms))
 			lru = x;
 	}
 	if (n > MAX_READY && lru)
-		xfer_close(lru);
+		xfer_park(lru);
 }
 
 /* An active upload with its descriptors and hash state; -1 if they cannot be had (the upload
@@ -1036,17 +1308,17 @@ static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, 
 	x->overwrite = overwrite;
 	x->created_ms = x->touched_ms = now_ms();
 	stage_name(x, name, sizeof name);
-	x->fd = openat(dirfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (x->fd < 0 || fstat(dirfd, &st) < 0) {
-		res = facade_failure(env("internal_error", 1, "Check that the folder is writable by the server, then call "
-		               "file_transfer_open again.", "Cannot create the staging file in the folder of '%s': %s.",
-		               loc.abs, strerror(errno)));
+	x->fd = tr->updir < 0 ? (errno = ENOENT, -1)
+	      : openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (x->fd < 0 || fid_of(dirfd, &x->id) < 0) {
+		res = facade_failure(env("internal_error", 1, "Tell the operator: the server's state folder must be "
+		               "writable. Then call file_transfer_open again.", "Cannot create the staging file for '%s' "
+		               "in %s/" STAGE_DIR ": %s.", loc.abs, tr->sv->state_dir ? tr->sv->state_dir : "(no state)",
+		               strerror(errno)));
 		goto out;
 	}
 	/* The staging file's name must survive a crash as long as the journal says it exists. */
-	fsync(dirfd);
-	x->dev = (uint64_t)st.st_dev;
-	x->ino = (uint64_t)st.st_ino;
+	fsync(tr->updir);
 	x->dirfd = dirfd;
 	dirfd = -1;
 	x->ready = 1;
@@ -1059,7 +1331,7 @@ out:
 	if (x) {
 		if (x->fd >= 0) {
 			stage_name(x, name, sizeof name);
-			unlinkat(x->dirfd >= 0 ? x->dirfd : dirfd, name, 0);
+			unlinkat(tr->updir, name, 0);
 		}
 		xfer_free(x);
 	}
@@ -1102,44 +1374,164 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 	return 0;
 }
 
-static cJSON *open_download(struct transfers *tr, const char *path)
+/* ---- hashing off the loop -------------------------------------------------------------------- */
+
+/* sha256 of bytes [0, size) of fd.  Only data extents are read (SEEK_DATA/SEEK_HOLE): a hole is
+ * fed to the digest as zeros without a read, which is what makes a sparse file cheap to hash
+ * apart from the digest itself.  Gives up with -ECANCELED once the pool stops (w may be NULL),
+ * -EAGAIN if the file's size or mtime differ from *before at the end (it was being written).
+ * Touches nothing but its arguments: safe on a worker thread. */
+static int hash_into(struct workers *w, int fd, int64_t size, EVP_MD_CTX *md)
 {
-	char abs[PATH_MAX + 64];
-	struct stat st, st2;
-	struct xfer *x = NULL;
-	cJSON *e = NULL, *res;
-	int fd = -1, rc;
-	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0) {
-		res = facade_failure(e);
-		goto out;
+	static const unsigned char zeros[1 << 16];
+	unsigned char *buf = malloc(IO_BUF);
+	int64_t off = 0;
+	int rc = buf && md ? 0 : -ENOMEM;
+	while (rc == 0 && off < size) {
+		if (w && workers_stopping(w)) {
+			rc = -ECANCELED;
+			break;
+		}
+		off_t data = lseek(fd, (off_t)off, SEEK_DATA);
+		if (data < 0)
+			data = errno == ENXIO ? (off_t)size : (off_t)off;   /* no data past off / no SEEK_DATA */
+		if (data > size)
+			data = (off_t)size;
+		for (; off < data; ) {
+			size_t n = (size_t)(data - off < (int64_t)sizeof zeros ? data - off : (int64_t)sizeof zeros);
+			EVP_DigestUpdate(md, zeros, n);
+			off += (int64_t)n;
+		}
+		off_t hole = off < size ? lseek(fd, (off_t)off, SEEK_HOLE) : (off_t)size;
+		if (hole < 0 || hole <= off || hole > size)
+			hole = (off_t)size;
+		while (rc == 0 && off < hole) {
+			size_t want = (size_t)(hole - off < IO_BUF ? hole - off : IO_BUF);
+			ssize_t r = wire_pread_upto(fd, buf, want, (uint64_t)off);
+			if (r < 0)
+				rc = (int)r;
+			else if ((size_t)r < want)
+				rc = -EAGAIN;
+			else
+				EVP_DigestUpdate(md, buf, (size_t)r);
+			off += r > 0 ? r : 0;
+			if (w && workers_stopping(w))
+				rc = -ECANCELED;
+		}
 	}
-	if (st.st_size > XFER_MAX_BYTES) {
-		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
-		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
-		goto out;
-	}
-	if (!(x = xfer_alloc("")) || wire_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
-		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
-		goto out;
-	}
-	rc = blob_sha256_fd(fd, (uint64_t)st.st_size, x->sha);
-	if (rc == 0 && (fstat(fd, &st2) < 0 || st2.st_size != st.st_size ||
-	                st2.st_mtim.tv_sec != st.st_mtim.tv_sec || st2.st_mtim.tv_nsec != st.st_mtim.tv_nsec))
+	free(buf);
+	return rc;
+}
+
+static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	EVP_MD_CTX *md = md_new();
+	int rc = md ? hash_into(w, fd, size, md) : -ENOMEM;
+	struct stat st;
+	unsigned n = 0;
+	if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size != before->st_size || st.st_mtim.tv_sec != before->st_mtim.tv_sec ||
+	                st.st_mtim.tv_nsec != before->st_mtim.tv_nsec))
 		rc = -EAGAIN;
-	if (rc < 0) {
-		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
-		               "being written.", "'%s' could not be read whole: %s.", abs,
-		               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" : strerror(-rc)));
-		goto out;
+	if (rc == 0 && (EVP_DigestFinal_ex(md, d, &n) != 1 || n != 32))
+		rc = -ENOMEM;
+	if (rc == 0)
+		wire_hex(d, 32, out);
+	EVP_MD_CTX_free(md);
+	return rc;
+}
+
+static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
+                         int *out);
+
+enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY, H_SYNC, H_REHASH };
+
+/* One file hashed in the worker pool, and what to do with the digest back on the loop. */
+struct hjob {
+	struct transfers *tr;
+	enum hkind kind;
+	int fd;
+	struct stat st;
+	char abs[PATH_MAX + 64];    /* H_OPEN: the download's path or URI */
+	char h[33];                 /* H_READ: the download being reopened */
+	cJSON *args;                /* H_READ: the read's arguments (owned) */
+	char task[33];              /* H_ARTIFACT */
+	char name[NAME_MAX + 1];    /* H_ARTIFACT; H_COPY: the named copy's name */
+	int dirfd, out;             /* H_COPY: destination folder, the verified copy */
+	EVP_MD_CTX *md;             /* H_REHASH: the upload's running hash, rebuilt */
+	struct transfer_later later;
+	int rc;                     /* from the worker */
+	char sha[65];
+};
+
+static struct hjob *hj_new(struct transfers *tr)
+{
+	struct hjob *j = calloc(1, sizeof *j);
+	if (j) {
+		j->tr = tr;
+		j->fd = j->dirfd = j->out = -1;
 	}
+	return j;
+}
+
+static void hj_run(struct workers *w, void *arg)
+{
+	struct hjob *j = arg;
+	if (j->kind == H_SYNC)
+		j->rc = fdatasync(j->fd) < 0 ? -errno : 0;
+	else if (j->kind == H_REHASH)
+		j->rc = hash_into(w, j->fd, j->st.st_size, j->md);
+	else if (j->kind == H_COPY)
+		j->rc = copy_verified(w, j->fd, j->dirfd, j->st.st_size, j->sha, j->name, &j->out);
+	else
+		j->rc = hash_file(w, j->fd, j->st.st_size, &j->st, j->sha);
+}
+
+static void hj_done(void *arg, int ran);
+
+/* Hand j to the pool.  0; or -errno, and then j is the caller's still. */
+static int hj_submit(struct transfers *tr, struct hjob *j)
+{
+	int rc = workers_submit(tr->sv->workers, hj_run, hj_done, j);
+	if (rc == 0) {
+		tr->jobs++;
+		tr->deferred += j->later.answer != NULL;
+	}
+	return rc;
+}
+
+/* Should this file be hashed in the pool?  Small files are hashed at once. */
+static int hash_later(const struct transfers *tr, int64_t size)
+{
+	return tr->sv->workers && size > HASH_INLINE_MAX;
+}
+
+static cJSON *hash_failure(const char *abs, int rc)
+{
+	return facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
+	               "being written.", "'%s' could not be read whole: %s.", abs,
+	               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" :
+	               rc == -ECANCELED ? "the server is stopping" : strerror(-rc)));
+}
+
+/* The download is hashed: it gets its handle (fd is taken). */
+static cJSON *download_opened(struct transfers *tr, int *fd, const struct stat *st, const char *abs, const char *sha)
+{
+	struct xfer *x = xfer_alloc("");
+	if (!x || wire_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
+		if (x)
+			xfer_free(x);
+		return facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
+	}
+	memcpy(x->sha, sha, 65);
 	x->dir = X_DOWNLOAD;
-	x->size = st.st_size;
-	x->dev = (uint64_t)st.st_dev;
-	x->ino = (uint64_t)st.st_ino;
-	x->mtime = st.st_mtim;
+	x->size = st->st_size;
+	fid_of_stat(st, *fd, &x->id);
+	x->mtime = st->st_mtim;
+	x->ctime = st->st_ctim;
 	x->created_ms = x->touched_ms = now_ms();
-	x->fd = fd;
-	fd = -1;
+	x->fd = *fd;
+	*fd = -1;
 	x->ready = 1;
 	x->next = tr->list;
 	tr->list = x;
@@ -1154,11 +1546,43 @@ static cJSON *open_download(struct transfers *tr, const char *path)
 	cJSON_AddStringToObject(o, "note", "Download open. Call file_transfer_read {handle} repeatedly (each "
 		"read continues where the last ended) until eof is true, decode each data field from base64 "
 		"and append it; the bytes' sha256 must equal sha256.");
-	res = facade_result(o, 0);
-	x = NULL;
-out:
-	if (x)
-		xfer_free(x);
+	limit_ready(tr, x);
+	return facade_result(o, 0);
+}
+
+/* The whole file's sha256 is computed at open, from the descriptor the reads then use.  A
+ * large file is hashed in the worker pool and the open answers through later when it is done
+ * (NULL returned); the loop goes on serving meanwhile. */
+static cJSON *open_download(struct transfers *tr, const char *path, const struct transfer_later *later)
+{
+	char abs[PATH_MAX + 64], sha[65];
+	struct stat st;
+	cJSON *e = NULL, *res;
+	int fd = -1, rc;
+	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0)
+		return facade_failure(e);
+	if (st.st_size > XFER_MAX_BYTES) {
+		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
+		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
+		close(fd);
+		return res;
+	}
+	if (later && hash_later(tr, st.st_size)) {
+		struct hjob *j = hj_new(tr);
+		if (j) {
+			j->tr = tr;
+			j->kind = H_OPEN;
+			j->fd = fd;
+			j->st = st;
+			j->later = *later;
+			snprintf(j->abs, sizeof j->abs, "%s", abs);
+			if (hj_submit(tr, j) == 0)
+				return NULL;
+			free(j);
+		}
+	}
+	rc = hash_file(NULL, fd, st.st_size, &st, sha);
+	res = rc < 0 ? hash_failure(abs, rc) : download_opened(tr, &fd, &st, abs, sha);
 	if (fd >= 0)
 		close(fd);
 	return res;
@@ -1179,16 +1603,130 @@ static cJSON *not_active(const struct xfer *x)
 		"Transfer %s failed: %s", x->h, x->msg ? x->msg : "no reason recorded");
 }
 
-static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data)
+static cJSON *write_view(const struct xfer *x, int64_t n, int64_t end)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "received", (double)n);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)end);
+	if (x->size >= 0)
+		cJSON_AddNumberToObject(o, "remaining", (double)(x->size - end));
+	cJSON_AddStringToObject(o, "note", x->size >= 0 && end == x->size
+		? "All declared bytes received. Call file_transfer_commit {handle} to verify and place the file."
+		: "Stored. Send the next chunk at nextOffset; after the last one call file_transfer_commit.");
+	return facade_result(o, 0);
+}
+
+static cJSON *dup_view(const struct xfer *x)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "received", 0);
+	cJSON_AddBoolToObject(o, "duplicate", 1);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->last_off + x->last_len));
+	cJSON_AddStringToObject(o, "note", "This chunk had already been received (same offset, same "
+		"bytes); nothing was written twice. Continue with the chunk at nextOffset.");
+	return facade_result(o, 0);
+}
+
+/* Queue the answer to a chunk (or to a repeat of it) until a sync covers it.  0 or -ENOMEM. */
+static int ack_later(struct transfers *tr, struct xfer *x, int64_t off, int64_t len, int dup,
+                     const struct transfer_later *later)
+{
+	struct xack *a = calloc(1, sizeof *a), **pp = &x->acks;
+	if (!a)
+		return -ENOMEM;
+	a->off = off;
+	a->len = len;
+	a->dup = dup;
+	a->later = *later;
+	if (!x->acks) {
+		x->dlast_off = x->last_off;
+		x->dlast_len = x->last_len;
+	}
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = a;
+	tr->deferred++;
+	return 0;
+}
+
+/* The bytes up to end are durable: journal and answer the chunks they hold, in order. */
+static void flush_acks(struct transfers *tr, struct xfer *x, int64_t end)
+{
+	while (x->acks && x->acks->off + x->acks->len <= end) {
+		struct xack *a = x->acks;
+		x->acks = a->next;
+		if (!a->dup) {
+			j_chunk_at(tr, x, a->off, a->len);
+			x->dlast_off = a->off;
+			x->dlast_len = a->len;
+		}
+		a->later.answer(a->later.ctx, a->dup ? dup_view(x) : write_view(x, a->len, a->off + a->len));
+		free(a);
+	}
+}
+
+/* Answer every queued chunk with r_of(x) (NULL: drop them, the server is stopping). */
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x))
+{
+	while (x->acks) {
+		struct xack *a = x->acks;
+		x->acks = a->next;
+		if (r_of)
+			a->later.answer(a->later.ctx, r_of(x));
+		else if (a->later.drop)
+			a->later.drop(a->later.ctx);
+		free(a);
+	}
+}
+
+static cJSON *ack_not_active(const struct xfer *x)
+{
+	return facade_failure(not_active(x));
+}
+
+static cJSON *sync_failed(const struct xfer *x)
+{
+	return facade_failure(with_cursor(env("internal_error", 1, "Send the chunks again from partial.cursor; if the "
+		"disk is full, tell the operator.", "The staged bytes could not be synced."), x->cursor));
+}
+
+/* A sync failed (or never ran): the queued chunks are not acknowledged.  The cursor goes back
+ * to the last chunk journaled, and the upload is reopened on its next use (staged bytes cut
+ * back, hash rebuilt). */
+static void fail_acks(struct transfers *tr, struct xfer *x, int rc)
+{
+	if (!x->acks)
+		return;
+	fplog(&tr->sv->log, FPLOG_ERROR, NULL, "transfer %s: syncing staged bytes failed: %s", x->h,
+	      rc == -ECANCELED ? "the server is stopping" : strerror(-rc));
+	x->cursor = x->acks->off;
+	x->last_off = x->dlast_off;
+	x->last_len = x->dlast_len;
+	xfer_close(x);
+	answer_acks(x, rc == -ECANCELED ? NULL : sync_failed);
+}
+
+static cJSON *committing(const struct xfer *x)
+{
+	return env("not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
+	           "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
+}
+
+static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                          const struct transfer_later *later);
+
+static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data,
+                       const struct transfer_later *later)
 {
 	size_t elen = strlen(data), bad = 0;
-	cJSON *o;
 	if (x->dir != X_UPLOAD)
 		return facade_failure(invalid_param("handle", "Use file_transfer_read with a download handle.",
 		                          "This handle is a download; file_transfer_write needs an upload handle."));
 	upload_ready(tr, x);
 	if (x->state != XS_ACTIVE)
 		return facade_failure(not_active(x));
+	if (x->committing)
+		return facade_failure(committing(x));
 	if (elen > CHUNK_B64_MAX)
 		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
 			"file_transfer_write; 262144 (chunkSize) is the recommended size. Split the chunk and send "
@@ -1207,17 +1745,13 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 		                            "The chunk has %zd bytes, more than 1 MiB.", n), x->cursor));
 	if (off != x->cursor) {
 		/* The answer to the last chunk may have been lost: the same bytes again at the same
-		 * offset are acknowledged without writing anything. */
+		 * offset are acknowledged without writing anything (once that chunk is durable). */
 		if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
 		    wire_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
 			x->touched_ms = now_ms();
-			o = cJSON_CreateObject();
-			cJSON_AddNumberToObject(o, "received", 0);
-			cJSON_AddBoolToObject(o, "duplicate", 1);
-			cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
-			cJSON_AddStringToObject(o, "note", "This chunk had already been received (same offset, same "
-				"bytes); nothing was written twice. Continue with the chunk at nextOffset.");
-			return facade_result(o, 0);
+			if (x->acks && later && ack_later(tr, x, off, n, 1, later) == 0)
+				return NULL;
+			return dup_view(x);
 		}
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
@@ -1238,48 +1772,104 @@ static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const 
 	if (off + n > XFER_MAX_BYTES)
 		return facade_failure(with_cursor(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
 		                            "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES), x->cursor));
-	if (n > 0) {
-		int rc = wire_pwrite_full(x->fd, tr->buf, (size_t)n, off);
-		if (rc == 0 && fdatasync(x->fd) < 0)
-			rc = -errno;
-		if (rc < 0)
-			return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
-				"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
-		EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
-		x->last_off = off;
-		x->last_len = n;
-		x->cursor = off + n;
-		x->touched_ms = now_ms();
-		j_chunk(tr, x);
-	}
-	o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "received", (double)n);
-	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
-	if (x->size >= 0)
-		cJSON_AddNumberToObject(o, "remaining", (double)(x->size - x->cursor));
-	cJSON_AddStringToObject(o, "note", x->size >= 0 && x->cursor == x->size
-		? "All declared bytes received. Call file_transfer_commit {handle} to verify and place the file."
-		: "Stored. Send the next chunk at nextOffset; after the last one call file_transfer_commit.");
-	return facade_result(o, 0);
+	return n > 0 ? store_chunk(tr, x, off, n, later) : write_view(x, 0, x->cursor);
 }
 
-/* A download handle after a restart: open the same file again and check it is unchanged. */
-static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e)
+/* Write one chunk at the cursor.  Its bytes are synced before it is acknowledged and before
+ * its journal record is appended: here, or — when the answer can wait and there is a worker
+ * pool — there (NULL returned; the loop goes on serving while the disk syncs). */
+static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                          const struct transfer_later *later)
+{
+	struct hjob *j = later && tr->sv->workers ? hj_new(tr) : NULL;
+	int rc = wire_pwrite_full(x->fd, tr->buf, (size_t)n, (uint64_t)off);
+	if (rc == 0 && j && ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || ack_later(tr, x, off, n, 0, later) < 0)) {
+		if (j->fd >= 0)
+			close(j->fd);
+		free(j);
+		j = NULL;
+	}
+	if (rc == 0 && !j && fdatasync(x->fd) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (j)
+			free(j);   /* (not reached with an ack queued: rc is the pwrite's) */
+		return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
+			"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
+	}
+	EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
+	x->last_off = off;
+	x->last_len = n;
+	x->cursor = off + n;
+	x->touched_ms = now_ms();
+	if (!j) {
+		j_chunk(tr, x);
+		return write_view(x, n, x->cursor);
+	}
+	j->kind = H_SYNC;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	if (hj_submit(tr, j) == 0)
+		return NULL;
+	/* The pool is stopping: sync here; the queued answer goes out with the others. */
+	close(j->fd);
+	free(j);
+	if (fdatasync(x->fd) < 0) {
+		fail_acks(tr, x, -errno);
+		return NULL;
+	}
+	flush_acks(tr, x, x->cursor);
+	return NULL;
+}
+
+/* A download handle after a restart or parking: open the same file again and check it is the
+ * same file (fid_same) with the same size.  Parked in this process with unchanged mtime and
+ * ctime (which no one can set back), it is the same bytes; otherwise its sha256 is computed
+ * again — in the pool when it is large and the answer can wait (1: j was submitted and will
+ * answer).  0 ready, -ESTALE changed, -1 with *e not there. */
+static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, const struct transfer_later *later,
+                           const cJSON *args)
 {
 	char abs[PATH_MAX + 64], sha[65];
 	struct stat st;
+	struct fid now;
 	int fd = -1;
 	if (download_fd(tr, x->path, &fd, &st, abs, sizeof abs, e) < 0)
 		return -1;
-	if ((uint64_t)st.st_dev != x->dev || (uint64_t)st.st_ino != x->ino || st.st_size != x->size ||
-	    blob_sha256_fd(fd, (uint64_t)st.st_size, sha) < 0 || strcmp(sha, x->sha) != 0) {
+	fid_of_stat(&st, fd, &now);
+	int same_times = x->parked && st.st_mtim.tv_sec == x->mtime.tv_sec && st.st_mtim.tv_nsec == x->mtime.tv_nsec &&
+	                 st.st_ctim.tv_sec == x->ctime.tv_sec && st.st_ctim.tv_nsec == x->ctime.tv_nsec;
+	if (!fid_same(&x->id, &now) || st.st_size != x->size) {
+		close(fd);
+		*e = NULL;
+		return -ESTALE;
+	}
+	if (!same_times && later && hash_later(tr, st.st_size)) {
+		struct hjob *j = hj_new(tr);
+		if (j && (j->args = cJSON_Duplicate(args, 1))) {
+			j->tr = tr;
+			j->kind = H_READ;
+			j->fd = fd;
+			j->st = st;
+			j->later = *later;
+			memcpy(j->h, x->h, sizeof j->h);
+			if (hj_submit(tr, j) == 0)
+				return 1;
+		}
+		if (j)
+			cJSON_Delete(j->args);
+		free(j);
+	}
+	if (!same_times && (hash_file(NULL, fd, st.st_size, &st, sha) < 0 || strcmp(sha, x->sha) != 0)) {
 		close(fd);
 		*e = NULL;
 		return -ESTALE;
 	}
 	x->fd = fd;
 	x->mtime = st.st_mtim;
+	x->ctime = st.st_ctim;
 	x->ready = 1;
+	x->parked = 0;
 	return 0;
 }
 
@@ -1291,8 +1881,9 @@ static cJSON *changed(struct transfers *tr, struct xfer *x)
 	                "no longer match sha256 %s.", x->path, x->sha));
 }
 
-static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, const cJSON *jlen)
+static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *args, const struct transfer_later *later)
 {
+	const cJSON *joff = cJSON_GetObjectItem(args, "offset"), *jlen = cJSON_GetObjectItem(args, "length");
 	if (x->dir != X_DOWNLOAD)
 		return facade_failure(invalid_param("handle", "Use file_transfer_write with an upload handle.",
 		                          "This handle is an upload; file_transfer_read needs a download handle."));
@@ -1300,7 +1891,9 @@ static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, c
 		return facade_failure(not_active(x));
 	if (!x->ready) {
 		cJSON *e = NULL;
-		int rc = download_reopen(tr, x, &e);
+		int rc = download_reopen(tr, x, &e, later, args);
+		if (rc == 1)
+			return NULL;   /* answered when the file has been hashed again */
 		if (rc == -ESTALE)
 			return changed(tr, x);
 		if (rc < 0) {
@@ -1348,26 +1941,166 @@ static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *joff, c
 	return facade_result(o, 0);
 }
 
-/* Move the staged file to its name: without replacing anything unless overwrite was asked. */
-static int publish(struct xfer *x, const char *stage, const char *name)
+/* Give the inode behind fd the name dirfd/name (failing with -EEXIST if the name is taken):
+ * through /proc/self/fd, or AT_EMPTY_PATH where /proc is missing (that needs
+ * CAP_DAC_READ_SEARCH). */
+static int link_fd(int fd, int dirfd, const char *name)
 {
-	if (x->overwrite)
-		return renameat(x->dirfd, stage, x->dirfd, name) < 0 ? -errno : 0;
-	if (renameat2(x->dirfd, stage, x->dirfd, name, RENAME_NOREPLACE) == 0)
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) == 0)
 		return 0;
-	if (errno != EINVAL && errno != ENOSYS)
+	if (errno != ENOENT)
 		return -errno;
-	/* File systems without RENAME_NOREPLACE: link() refuses an existing name just as well. */
-	if (linkat(x->dirfd, stage, x->dirfd, name, 0) < 0)
-		return -errno;
-	unlinkat(x->dirfd, stage, 0);
+	return linkat(fd, "", dirfd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+/* Publish x->pubfd (the inode that was hashed, or its verified copy) at the destination, from
+ * the descriptor and never by the staging name, then check the name holds that very inode: a
+ * job that can write the folder may race the link or the rename, and then the commit fails
+ * instead of reporting the job's bytes as the client's. */
+static int publish(struct xfer *x, const char *name)
+{
+	char tmp[80];
+	int rc;
+	if (!x->overwrite) {
+		rc = link_fd(x->pubfd, x->dirfd, name);
+	} else {
+		temp_name(x, tmp, sizeof tmp);
+		unlinkat(x->dirfd, tmp, 0);
+		if ((rc = link_fd(x->pubfd, x->dirfd, tmp)) == 0 && renameat(x->dirfd, tmp, x->dirfd, name) < 0) {
+			rc = -errno;
+			unlinkat(x->dirfd, tmp, 0);
+		}
+	}
+	if (rc == 0 && !published(x, name))
+		rc = -ESTALE;
+	return rc;
+}
+
+/* Cross-file-system commits: the staged bytes cannot be linked into the destination folder,
+ * so they are copied into a file there that has no name yet (O_TMPFILE; where the file system
+ * lacks it, the named file cname, which a job that can write the folder could tamper with
+ * until the check below), synced, and hashed again from the copy.  The copy (*out) is what
+ * publish() links.  0, or -errno (-EIO: the copy's bytes differ from sha).  Touches only its
+ * arguments: runs on a worker thread for large files (w then lets it stop early). */
+static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
+                         int *out)
+{
+	char got[65];
+	struct stat st;
+	unsigned char *buf = malloc(IO_BUF);
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc = 0, named = 0;
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		unlinkat(dirfd, cname, 0);
+		fd = openat(dirfd, cname, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		named = 1;
+	}
+	if (fd < 0 || !buf) {
+		rc = fd < 0 ? -errno : -ENOMEM;
+		goto fail;
+	}
+	for (int64_t off = 0; off < len && rc == 0;) {
+		size_t want = (size_t)(len - off < IO_BUF ? len - off : IO_BUF);
+		ssize_t r = wire_pread_upto(src, buf, want, (uint64_t)off);
+		if (r <= 0)
+			rc = r < 0 ? (int)r : -EIO;
+		else if ((rc = wire_pwrite_full(fd, buf, (size_t)r, (uint64_t)off)) == 0)
+			off += r;
+		if (rc == 0 && w && workers_stopping(w))
+			rc = -ECANCELED;
+	}
+	if (rc == 0 && (fsync(fd) < 0 || fstat(fd, &st) < 0))
+		rc = -errno;
+	if (rc == 0 && (rc = hash_file(w, fd, len, &st, got)) == 0 && strcmp(got, sha) != 0)
+		rc = -EIO;
+	if (rc < 0)
+		goto fail;
+	/* A named copy keeps its name until the commit is recorded (a file without links cannot
+	 * be linked again); publish() verifies the inode either way. */
+	free(buf);
+	*out = fd;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (fd >= 0 && named)
+		unlinkat(dirfd, cname, 0);
+	free(buf);
+	return rc;
+}
+
+static int copy_for_publish(struct transfers *tr, struct xfer *x)
+{
+	char cname[80];
+	(void)tr;
+	copy_name(x, cname, sizeof cname);
+	return copy_verified(NULL, x->fd, x->dirfd, x->cursor, x->sha, cname, &x->pubfd);
+}
+
+/* 1 when the staged file and the destination folder are on different file systems. */
+static int cross_fs(const struct xfer *x)
+{
+	struct stat a, b;
+	return fstat(x->fd, &a) == 0 && fstat(x->dirfd, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+/* The inode this commit will publish, recorded (intent) before it can appear at the
+ * destination.  The staged file itself when it is on the destination's file system, else a
+ * verified copy.  0 or -errno. */
+static int prepare_publish(struct transfers *tr, struct xfer *x, int copy)
+{
+	struct fid f;
+	int rc;
+	if (x->pubfd < 0) {
+		if (copy || cross_fs(x)) {
+			if ((rc = copy_for_publish(tr, x)) < 0)
+				return rc;
+		} else if ((x->pubfd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+			return -errno;
+		}
+	}
+	if ((rc = fid_of(x->pubfd, &f)) < 0)
+		return rc;
+	if (!x->intent || !fid_same(&x->pub, &f)) {
+		x->pub = f;
+		x->intent = 1;
+		if ((rc = j_intent(tr, x)) < 0)
+			return rc;
+	}
 	return 0;
 }
 
-static cJSON *do_commit(struct transfers *tr, struct xfer *x)
+/* Publish a verified upload.  Everything it depends on — its chunk records and the intent
+ * record — is made durable first (the journal's group commit, brought forward), so a crash
+ * can never leave a published file whose chunks the journal does not have: after a restart
+ * the same commit answers completed with the same sha256.  0 or -errno. */
+static int commit_publish(struct transfers *tr, struct xfer *x)
 {
-	char sha[65], stage[80];
-	int rc;
+	int rc = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if ((rc = prepare_publish(tr, x, attempt)) < 0)
+			return rc;
+		if (tr->sv->persist && persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
+			return rc;
+		rc = publish(x, last_name(x->path));
+		if (rc != -EXDEV)
+			break;
+		/* The same st_dev but another mount (a bind mount): copy after all. */
+		close(x->pubfd);
+		x->pubfd = -1;
+	}
+	if (rc == 0)
+		fsync(x->dirfd);
+	return rc;
+}
+
+static cJSON *finish_commit(struct transfers *tr, struct xfer *x);
+static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later);
+
+static cJSON *do_commit(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
+{
+	char sha[65];
 	if (x->dir != X_UPLOAD)
 		return facade_failure(invalid_param("handle", "Downloads need no commit; just stop reading.",
 		                          "This handle is a download; only uploads are committed."));
@@ -1376,6 +2109,16 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 		return committed_view(x, 1);
 	if (x->state != XS_ACTIVE)
 		return facade_failure(not_active(x));
+	if (x->committing)
+		return facade_failure(committing(x));
+	if (x->acks) {
+		/* Chunks still waiting for their sync: one sync here covers them all. */
+		if (fsync(x->fd) < 0) {
+			fail_acks(tr, x, -errno);
+			return sync_failed(x);
+		}
+		flush_acks(tr, x, x->cursor);
+	}
 	if (x->size >= 0 && x->cursor < x->size) {
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
@@ -1394,25 +2137,32 @@ static cJSON *do_commit(struct transfers *tr, struct xfer *x)
 			"the declared sha256 against the file, then call file_transfer_open again with the same path, "
 			"size and sha256 and send the whole file from offset 0.", "%s", why));
 	}
-	stage_name(x, stage, sizeof stage);
-	rc = fsync(x->fd) < 0 ? -errno : 0;
-	if (rc == 0)
-		rc = publish(x, stage, last_name(x->path));
+	memcpy(x->sha, sha, sizeof sha);
+	if (fsync(x->fd) < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The staged bytes could not be synced: %s.", strerror(errno)));
+	if (later && x->pubfd < 0 && hash_later(tr, x->cursor) && cross_fs(x) && commit_later(tr, x, later) == 0)
+		return NULL;
+	return finish_commit(tr, x);
+}
+
+/* Publish, and say how that went. */
+static cJSON *finish_commit(struct transfers *tr, struct xfer *x)
+{
+	int rc = commit_publish(tr, x);
 	if (rc == -EEXIST)
 		return facade_failure(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
 			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
 			"'%s' appeared while the upload was running; the upload stays open and nothing was replaced.",
 			x->path));
+	if (rc == -ESTALE)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
+			"writes to the destination folder meanwhile.", "Something replaced '%s' while the upload was being "
+			"moved into place; the file there is not the upload's.", x->path));
 	if (rc < 0)
 		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The file could not be moved into place: %s.", strerror(-rc)));
-	fsync(x->dirfd);
-	memcpy(x->sha, sha, sizeof sha);
-	x->size = x->cursor;
-	x->state = XS_COMMITTED;
-	x->finished_ms = x->touched_ms = now_ms();
-	xfer_close(x);
-	j_end(tr, x);
+	mark_committed(tr, x);
 	return committed_view(x, 0);
 }
 
@@ -1422,7 +2172,8 @@ static cJSON *do_status(struct transfers *tr, struct xfer *x)
 	cJSON *o = cJSON_CreateObject();
 	add_common(o, x);
 	cJSON_AddStringToObject(o, "status", state_name(x->state));
-	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
+	/* Acknowledged bytes only: chunks still being synced are not. */
+	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->acks ? x->acks->off : x->cursor));
 	if (x->dir == X_UPLOAD && x->want[0])
 		cJSON_AddStringToObject(o, "declaredSha256", x->want);
 	if (x->sha[0])
@@ -1443,7 +2194,299 @@ static cJSON *do_status(struct transfers *tr, struct xfer *x)
 	return facade_result(o, 0);
 }
 
+/* A download reopened in the pool: if its bytes still hash to the sha256 of its open, the
+ * read that asked goes ahead. */
+static cJSON *read_verified(struct transfers *tr, struct hjob *j)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x)
+		return facade_failure(unknown_handle(tr, j->h));
+	if (x->state != XS_ACTIVE)
+		return facade_failure(not_active(x));
+	if (!x->ready) {
+		if (j->rc < 0 || strcmp(j->sha, x->sha) != 0)
+			return changed(tr, x);
+		x->fd = j->fd;
+		j->fd = -1;
+		x->mtime = j->st.st_mtim;
+		x->ctime = j->st.st_ctim;
+		x->ready = 1;
+		x->parked = 0;
+	}
+	cJSON *r = do_read(tr, x, j->args, NULL);
+	limit_ready(tr, x);
+	return r;
+}
+
+/* An artifact's digest: into the task's artifact list (sha256Status dropped, or "failed"),
+ * and into the journal, so the task's record says it after a restart too. */
+static void artifact_hashed(struct transfers *tr, struct hjob *j)
+{
+	struct task *t = tasks_find(tr->sv->tasks, j->task);
+	cJSON *a;
+	if (!t)
+		return;   /* expired meanwhile */
+	cJSON_ArrayForEach(a, t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(a, "name");
+		if (!cJSON_IsString(n) || strcmp(n->valuestring, j->name) != 0)
+			continue;
+		const char *status = j->rc == -EFBIG ? "skipped" : "failed";
+		artifact_set_sha(a, j->rc == 0 ? j->sha : NULL, status);
+		if (j->rc < 0)
+			fplog(&tr->sv->log, FPLOG_WARNING, t->id, "artifact %s could not be hashed: %s", j->name,
+			      j->rc == -EAGAIN ? "it changed while it was read" : strerror(-j->rc));
+		struct frame_map r;
+		frame_map_begin(&r, 5);
+		frame_pack_kv_str(&r.pk, "t", t->id);
+		frame_pack_kv_str(&r.pk, "name", j->name);
+		frame_pack_kv_int(&r.pk, "size", (int64_t)j->st.st_size);
+		frame_pack_kv_str(&r.pk, "sha", j->rc == 0 ? j->sha : "");
+		frame_pack_kv_str(&r.pk, "status", j->rc == 0 ? "" : status);
+		rec_end(tr, &r, REC_X_ARTSHA);
+		return;
+	}
+}
+
+/* A cross-file-system commit of a large upload: the copy is made and verified in the pool,
+ * and the commit answers through later when it is published.  0, or -errno (then the caller
+ * copies inline). */
+static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
+{
+	struct hjob *j = hj_new(tr);
+	if (!j)
+		return -ENOMEM;
+	j->kind = H_COPY;
+	j->later = *later;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	memcpy(j->sha, x->sha, sizeof j->sha);
+	copy_name(x, j->name, sizeof j->name);
+	if ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || (j->dirfd = fcntl(x->dirfd, F_DUPFD_CLOEXEC, 0)) < 0 ||
+	    hj_submit(tr, j) < 0) {
+		if (j->fd >= 0)
+			close(j->fd);
+		if (j->dirfd >= 0)
+			close(j->dirfd);
+		free(j);
+		return -ENOMEM;
+	}
+	x->committing = 1;
+	return 0;
+}
+
+/* A commit's cross-file-system copy is made and verified: publish it. */
+static cJSON *copied(struct transfers *tr, struct hjob *j)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x)
+		return facade_failure(unknown_handle(tr, j->h));
+	if (x->state == XS_COMMITTED)
+		return committed_view(x, 1);
+	if (x->state != XS_ACTIVE || !x->committing)
+		return facade_failure(not_active(x));
+	x->committing = 0;
+	if (j->rc < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The file could not be copied into place: %s.",
+			j->rc == -EIO ? "the copy did not read back as the same bytes" : strerror(-j->rc)));
+	x->pubfd = j->out;
+	j->out = -1;
+	cJSON *r = finish_commit(tr, x);
+	limit_ready(tr, x);
+	return r;
+}
+
+static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later);
+
+/* After a restart, a large staged upload's running hash is rebuilt in the pool (the upload is
+ * usable meanwhile: status and resuming opens answer, writes and commits wait).  0 when
+ * submitted, -errno to hash inline instead. */
+static int rehash_later(struct transfers *tr, struct xfer *x)
+{
+	if (!hash_later(tr, x->cursor))
+		return -EAGAIN;
+	struct hjob *j = hj_new(tr);
+	if (!j || !(j->md = md_new()) || (j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		if (j)
+			EVP_MD_CTX_free(j->md);
+		free(j);
+		return -ENOMEM;
+	}
+	j->kind = H_REHASH;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	if (hj_submit(tr, j) < 0) {
+		close(j->fd);
+		EVP_MD_CTX_free(j->md);
+		free(j);
+		return -ENOMEM;
+	}
+	x->rehashing = 1;
+	return 0;
+}
+
+/* Park a write or commit until the hash is rebuilt.  0 or -ENOMEM. */
+static int wait_rehash(struct transfers *tr, struct xfer *x, const char *name, const cJSON *args,
+                       const struct transfer_later *later)
+{
+	struct xwait *w = calloc(1, sizeof *w), **pp = &x->waiters;
+	if (!w || !(w->args = cJSON_Duplicate(args, 1))) {
+		free(w);
+		return -ENOMEM;
+	}
+	snprintf(w->name, sizeof w->name, "%s", name);
+	w->later = *later;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
+	tr->deferred++;
+	return 0;
+}
+
+/* Run (ran) or drop the calls that waited for x's hash. */
+static void run_waiters(struct transfers *tr, struct xfer *x, int ran)
+{
+	while (x->waiters) {
+		struct xwait *w = x->waiters;
+		x->waiters = w->next;
+		if (ran) {
+			unsigned long before = tr->deferred;
+			cJSON *r = dispatch(tr, w->name, w->args, &w->later);
+			if (r || tr->deferred == before)
+				w->later.answer(w->later.ctx, r);
+		} else if (w->later.drop) {
+			w->later.drop(w->later.ctx);
+		}
+		cJSON_Delete(w->args);
+		free(w);
+	}
+}
+
+static void rehashed(struct transfers *tr, struct hjob *j, int ran)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x || !x->rehashing)
+		return;
+	x->rehashing = 0;
+	if (ran && j->rc == 0 && !x->md) {
+		x->md = j->md;
+		j->md = NULL;
+	} else if (ran && j->rc < 0 && x->state == XS_ACTIVE) {
+		fail_xfer(tr, x, "The staged bytes could not be read after a restart.");
+	} else if (!ran) {
+		xfer_close(x);   /* reopened (and hashed) on its next use */
+	}
+	run_waiters(tr, x, ran);
+}
+
+static void hj_done(void *arg, int ran)
+{
+	struct hjob *j = arg;
+	struct transfers *tr = j->tr;
+	cJSON *r = NULL;
+	tr->jobs--;
+	if (j->kind == H_REHASH) {
+		rehashed(tr, j, ran);
+	} else if (j->kind == H_SYNC) {
+		struct xfer *x = find(tr, j->h);
+		if (x && (!ran || j->rc < 0))
+			fail_acks(tr, x, ran ? j->rc : -ECANCELED);
+		else if (x)
+			flush_acks(tr, x, j->st.st_size);
+	} else if (!ran) {
+		struct xfer *x = j->kind == H_COPY ? find(tr, j->h) : NULL;
+		if (x)
+			x->committing = 0;
+		if (j->kind != H_ARTIFACT && j->later.drop)
+			j->later.drop(j->later.ctx);
+	} else if (j->kind == H_OPEN) {
+		r = j->rc < 0 ? hash_failure(j->abs, j->rc) : download_opened(tr, &j->fd, &j->st, j->abs, j->sha);
+		j->later.answer(j->later.ctx, r);
+	} else if (j->kind == H_READ) {
+		r = read_verified(tr, j);
+		j->later.answer(j->later.ctx, r);
+	} else if (j->kind == H_COPY) {
+		j->later.answer(j->later.ctx, copied(tr, j));
+	} else {
+		artifact_hashed(tr, j);
+	}
+	if (j->out >= 0)
+		close(j->out);
+	if (j->dirfd >= 0)
+		close(j->dirfd);
+	if (j->fd >= 0)
+		close(j->fd);
+	cJSON_Delete(j->args);
+	EVP_MD_CTX_free(j->md);
+	free(j);
+}
+
+int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
+                           const struct stat *st, char sha[65])
+{
+	long cap = tr->sv->cfg ? tr->sv->cfg->server.artifact_hash_max_bytes : ARTIFACT_HASH_MAX_DEFAULT;
+	if (st->st_size > cap)
+		return ARTIFACT_SKIPPED;
+	if (hash_later(tr, st->st_size)) {
+		struct hjob *j = hj_new(tr);
+		if (j && (j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+			j->tr = tr;
+			j->kind = H_ARTIFACT;
+			j->st = *st;
+			snprintf(j->task, sizeof j->task, "%s", t->id);
+			snprintf(j->name, sizeof j->name, "%s", name);
+			if (hj_submit(tr, j) == 0)
+				return ARTIFACT_PENDING;
+			close(j->fd);
+		}
+		free(j);
+	}
+	return hash_file(NULL, fd, st->st_size, st, sha);
+}
+
+void artifact_set_sha(cJSON *a, const char *sha, const char *status)
+{
+	cJSON_DeleteItemFromObject(a, "sha256");
+	cJSON_DeleteItemFromObject(a, "sha256Status");
+	if (sha && *sha)
+		cJSON_AddStringToObject(a, "sha256", sha);
+	else
+		cJSON_AddStringToObject(a, "sha256Status", status);
+}
+
+/* After a restart: artifacts whose hashing was cut short are hashed again. */
+static void rehash_artifacts(struct transfers *tr)
+{
+	for (struct task *t = tr->sv->tasks ? tasks_newest(tr->sv->tasks) : NULL; t; t = t->next) {
+		cJSON *a;
+		cJSON_ArrayForEach(a, t->artifacts) {
+			const cJSON *n = cJSON_GetObjectItem(a, "name"), *stt = cJSON_GetObjectItem(a, "sha256Status");
+			char err[600], sha[65];
+			struct stat st;
+			int fd;
+			if (!cJSON_IsString(n) || !cJSON_IsString(stt) || strcmp(stt->valuestring, "pending") != 0 ||
+			    res_artifact_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
+				continue;
+			int rc = transfer_hash_artifact(tr, t, n->valuestring, fd, &st, sha);
+			if (rc == 0 || rc == ARTIFACT_SKIPPED || rc < 0) {
+				struct hjob j = { .tr = tr, .rc = rc == ARTIFACT_SKIPPED ? -EFBIG : rc, .st = st };
+				snprintf(j.task, sizeof j.task, "%s", t->id);
+				snprintf(j.name, sizeof j.name, "%s", n->valuestring);
+				memcpy(j.sha, sha, sizeof sha);
+				artifact_hashed(tr, &j);
+			}
+			close(fd);
+		}
+	}
+}
+
 cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args)
+{
+	return transfer_call_later(tr, name, schema, args, NULL);
+}
+
+cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
+                           const struct transfer_later *later)
 {
 	char err[256], field[128];
 	if (schema_validate(schema, args, err, sizeof err, field, sizeof field) < 0)
@@ -1460,7 +2503,7 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 				return facade_failure(invalid_param(sz ? "size" : sha ? "sha256" : "overwrite", "Leave out size, sha256 "
 					"and overwrite for downloads: the answer reports the file's size and sha256.",
 					"size, sha256 and overwrite apply to uploads only."));
-			cJSON *r = open_download(tr, path);
+			cJSON *r = open_download(tr, path, later);
 			limit_ready(tr, tr->list);
 			return r;
 		}
@@ -1478,18 +2521,30 @@ cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema
 		limit_ready(tr, tr->list);
 		return r;
 	}
+	return dispatch(tr, name, args, later);
+}
+
+/* A call on an existing handle (arguments validated). */
+static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later)
+{
 	const char *h = cJSON_GetObjectItem(args, "handle")->valuestring;
 	struct xfer *x = find(tr, h);
 	cJSON *r;
 	if (!x)
 		return facade_failure(unknown_handle(tr, h));
+	if (x->rehashing && (strcmp(name, "file_transfer_write") == 0 || strcmp(name, "file_transfer_commit") == 0)) {
+		if (later && wait_rehash(tr, x, name, args, later) == 0)
+			return NULL;
+		return facade_failure(with_cursor(env("not_active", 1, "Call again in a moment: the upload's staged bytes are "
+			"being checked after a restart.", "Upload %s is being checked after a restart.", x->h), x->cursor));
+	}
 	if (strcmp(name, "file_transfer_write") == 0)
 		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
-		             cJSON_GetObjectItem(args, "data")->valuestring);
+		             cJSON_GetObjectItem(args, "data")->valuestring, later);
 	else if (strcmp(name, "file_transfer_read") == 0)
-		r = do_read(tr, x, cJSON_GetObjectItem(args, "offset"), cJSON_GetObjectItem(args, "length"));
+		r = do_read(tr, x, args, later);
 	else if (strcmp(name, "file_transfer_commit") == 0)
-		r = do_commit(tr, x);
+		r = do_commit(tr, x, later);
 	else if (strcmp(name, "file_transfer_status") == 0)
 		r = do_status(tr, x);
 	else
@@ -1699,6 +2754,11 @@ out:
 	if (wd >= 0)
 		close(wd);
 	return rc;
+}
+
+unsigned long transfers_deferred(const struct transfers *tr)
+{
+	return tr->deferred;
 }
 
 struct supervisor *transfers_supervisor(struct transfers *tr)

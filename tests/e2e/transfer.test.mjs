@@ -2,7 +2,8 @@
 // wrong offsets, repeated chunks, racing duplicates, reconnects and a SIGKILL of the supervisor
 // mid-upload, then commit and download with matching sha256; path escapes refused; a job that
 // consumes an uploaded file and produces an artifact that is downloaded and verified; a large
-// result replaced by a resource link; resources listed and read.
+// result replaced by a resource link; resources listed and read; large downloads and artifacts
+// hashed off the event loop while other calls answer; NUL in paths refused.
 import { test } from 'node:test';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -10,7 +11,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import {
-	assert, BIN, call, checkEnvelope, countTool, envelopeOf, helper, until, waitTask, writeConfig,
+	assert, BIN, call, checkEnvelope, countTool, envelopeOf, getTask, helper, until, waitTask, writeConfig,
 } from './lib.mjs';
 
 const CHUNK = 256 * 1024;
@@ -236,7 +237,12 @@ test('a job consumes an uploaded file and produces an artifact; resources list a
 		await ok(srv.client, 'file_transfer_commit', { handle: o.handle });
 
 		const h = await ok(srv.client, 'reverse', { input: o.handle });
-		const t = await waitTask(srv.client, h.taskId, (x) => x.status === 'completed', { timeoutMs: 60000 });
+		// Artifacts over 1 MiB are hashed off the loop: sha256Status is "pending" until then.
+		const t = await until(async () => {
+			const x = await getTask(srv.client, h.taskId);
+			assert.ok(!['failed', 'cancelled'].includes(x.status), JSON.stringify(x));
+			return x.status === 'completed' && (x.artifacts || []).every((a) => a.sha256) ? x : null;
+		}, 60000, 'the task to complete with its artifacts hashed');
 		assert.ok(Array.isArray(t.artifacts), `artifacts in durable_task_get: ${JSON.stringify(t)}`);
 		const art = t.artifacts.find((a) => a.name === 'out.bin');
 		assert.ok(art, JSON.stringify(t.artifacts));
@@ -293,6 +299,93 @@ test('a job consumes an uploaded file and produces an artifact; resources list a
 		checkEnvelope(t2.error);
 		assert.equal(t2.error.code, 'not_active');
 		assert.equal(t2.error.param, 'input');
+	} finally {
+		await srv.close();
+		cleanup(cfg);
+	}
+});
+
+test('a 2000 MiB sparse download is hashed off the loop; paths with NUL are refused', async () => {
+	const cfg = setup();
+	const big = path.join(cfg.data, 'sparse.bin');
+	const fd = fs.openSync(big, 'w');
+	fs.ftruncateSync(fd, 2000 * 1024 * 1024);
+	fs.writeSync(fd, 'tail', 2000 * 1024 * 1024 - 4);
+	fs.closeSync(fd);
+	fs.writeFileSync(path.join(cfg.data, 'ok.txt'), 'ok');
+	const srv = await connect(cfg.cfgPath, cfg.stateDir);
+	try {
+		const t0 = performance.now();
+		let openedAt = 0;
+		const opening = ok(srv.client, 'file_transfer_open', { direction: 'download', path: 'sparse.bin' })
+			.then((r) => { openedAt = performance.now(); return r; });
+		// Other requests are answered while the hash runs.
+		const quick = [];
+		for (let i = 0; i < 5; i++) {
+			const s0 = performance.now();
+			await fails(srv.client, 'file_transfer_status', { handle: 'e'.repeat(32) }, 'unknown_transfer');
+			quick.push(performance.now() - s0);
+		}
+		const quickDone = performance.now();
+		const o = await opening;
+		assert.equal(o.size, 2000 * 1024 * 1024);
+		assert.match(o.sha256, /^[0-9a-f]{64}$/);
+		const worst = Math.max(...quick);
+		console.log(`# 2000 MiB sparse download open answered after ${(openedAt - t0).toFixed(0)} ms; ` +
+			`5 status calls meanwhile, slowest ${worst.toFixed(1)} ms`);
+		if (openedAt - t0 > 200)
+			assert.ok(quickDone < openedAt, 'the status calls were answered before the open');
+		const r = await ok(srv.client, 'file_transfer_read', { handle: o.handle, offset: 2000 * 1024 * 1024 - 4, length: 4 });
+		assert.equal(Buffer.from(r.data, 'base64').toString(), 'tail');
+
+		// "ok.txt\u0000../x" must not be read as "ok.txt".
+		await assert.rejects(call(srv.client, 'file_transfer_open', { direction: 'download', path: 'ok.txt\u0000../x' }),
+			(e) => e.code === -32602 && /NUL/.test(e.message));
+		await assert.rejects(srv.client.readResource({ uri: `forkpoint://tasks/${'0'.repeat(32)}/artifacts/a\u0000b` }),
+			(e) => e.code === -32602);
+	} finally {
+		await srv.close();
+		cleanup(cfg);
+	}
+});
+
+test('1 GiB of sparse artifacts is hashed off the loop: durable_task_get answers meanwhile', async () => {
+	const tool = {
+		name: 'sparse4',
+		description: 'Leaves four 256 MiB sparse files in outputs/.',
+		inputSchema: { type: 'object', properties: {} },
+		command: ['/bin/sh', '-c', 'for i in 1 2 3 4; do truncate -s 268435456 "$FORKPOINT_WORKDIR/outputs/a$i.bin" || exit 1; done'],
+		sandbox: { profile: 'none' },
+	};
+	const cfg = setup([tool]);
+	const srv = await connect(cfg.cfgPath, cfg.stateDir);
+	try {
+		const h = await ok(srv.client, 'sparse4', {});
+		let worst = 0, polls = 0, sawPending = false;
+		const t0 = performance.now();
+		const t = await until(async () => {
+			const p0 = performance.now();
+			const x = await getTask(srv.client, h.taskId);
+			worst = Math.max(worst, performance.now() - p0);
+			polls++;
+			assert.ok(!['failed', 'cancelled'].includes(x.status), JSON.stringify(x));
+			if (x.status === 'completed' && (x.artifacts || []).some((a) => a.sha256Status === 'pending'))
+				sawPending = true;
+			return x.status === 'completed' && x.artifacts && x.artifacts.every((a) => a.sha256) ? x : null;
+		}, 120000, 'the four artifacts to be hashed', 50);
+		const zeros = crypto.createHash('sha256');
+		const mib = Buffer.alloc(1 << 20);
+		for (let i = 0; i < 256; i++)
+			zeros.update(mib);
+		const want = zeros.digest('hex');
+		assert.equal(t.artifacts.length, 4);
+		for (const a of t.artifacts) {
+			assert.equal(a.size, 268435456);
+			assert.equal(a.sha256, want);
+		}
+		console.log(`# 4 x 256 MiB sparse artifacts: all hashed after ${(performance.now() - t0).toFixed(0)} ms; ` +
+			`${polls} durable_task_get polls meanwhile, slowest ${worst.toFixed(1)} ms${sawPending ? ' (saw sha256Status pending)' : ''}`);
+		assert.ok(worst < 1000, `durable_task_get took ${worst.toFixed(0)} ms while the artifacts were hashed`);
 	} finally {
 		await srv.close();
 		cleanup(cfg);

@@ -39,6 +39,14 @@ static void test_parse(struct tally *t)
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\"}\0", RPC_INVALID, RPC_PARSE_ERROR, NULL);
 
+	/* A NUL would cut a string short (a path "ok.txt\u0000../x" would read as "ok.txt"). */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"path\":\"ok.txt\\u0000../x\"}}",
+	      RPC_INVALID, RPC_INVALID_PARAMS, "Invalid params: a string contains \\u0000 (NUL), which no string here may hold");
+	PARSE("{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{\"k\\u0000\":1}}", RPC_INVALID, RPC_INVALID_PARAMS, NULL);
+	/* an escaped backslash before "u0000" is not the NUL escape */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\":\"\\\\u0000\"}}", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{\"a\":\"\\u0001\"}}", RPC_REQUEST, 0, NULL);
+
 	/* JSON text is UTF-8: raw bytes that are not would reach task arguments and answers. */
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xc3\xa9 \xf0\x9f\xa6\xa6\"}", RPC_REQUEST, 0, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}", RPC_INVALID, RPC_PARSE_ERROR,

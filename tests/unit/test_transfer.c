@@ -19,7 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@
 #include "persist.h"
 #include "resources.h"
 #include "tasks.h"
+#include "workers.h"
 
 #include "check.h"
 
@@ -58,9 +62,33 @@ struct env {
 struct sv {
 	struct supervisor s;
 	cJSON *tools;
+	atomic_int gate;            /* sv_start_with(pool 2): opens the two held worker threads */
 };
 
+/* A job that holds a worker thread until *arg (an atomic_int gate, if given) opens or the pool
+ * stops. */
+static void hold_run(struct workers *w, void *arg)
+{
+	atomic_int *gate = arg;
+	while (!workers_stopping(w) && !(gate && atomic_load(gate)))
+		usleep(1000);
+}
+
+static void hold_done(void *arg, int ran)
+{
+	(void)arg;
+	(void)ran;
+}
+
+static void sv_start_with(struct sv *v, const struct env *e, int pool);
+
 static void sv_start(struct sv *v, const struct env *e)
+{
+	sv_start_with(v, e, 0);
+}
+
+/* pool: a worker pool from the start (before recovery), as the server has. */
+static void sv_start_with(struct sv *v, const struct env *e, int pool)
 {
 	char cfg[2000], err[512];
 	memset(v, 0, sizeof *v);
@@ -75,8 +103,11 @@ static void sv_start(struct sv *v, const struct env *e)
 	v->s.loop = loop_new();
 	v->s.tasks = tasks_new(&v->s);
 	v->s.transfers = transfers_new(&v->s);
-	if (!v->s.loop || !v->s.tasks || !v->s.transfers)
+	if (!v->s.loop || !v->s.tasks || !v->s.transfers || (pool && workers_new(v->s.loop, 2, &v->s.workers) < 0))
 		check_die("setup");
+	/* pool 2: both threads held (until v->gate opens), so recovery's jobs wait in the queue */
+	for (int i = 0; pool == 2 && i < 2; i++)
+		workers_submit(v->s.workers, hold_run, hold_done, &v->gate);
 	if (persist_open(&v->s, 0, &v->s.persist, err, sizeof err) < 0) {
 		fprintf(stderr, "persist_open: %s\n", err);
 		exit(2);
@@ -367,7 +398,7 @@ static void t_upload_basics(struct tally *t, struct env *e)
 	unsigned char *back = slurp(p, &got);
 	CHECK(t, back && got == N && memcmp(back, data, N) == 0, "the file on disk is exactly the bytes sent");
 	free(back);
-	snprintf(p, sizeof p, "%s/up/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	CHECK(t, access(p, F_OK) != 0, "no staging file left behind");
 	sc = call(&v, "file_transfer_commit", h_args(h), &err);
 	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0, "commit again: the same answer");
@@ -406,7 +437,7 @@ static void t_upload_basics(struct tally *t, struct env *e)
 	CHECK(t, err && strcmp(code_of(sc), "checksum_mismatch") == 0, "commit: checksum_mismatch");
 	CHECK(t, strstr(hint_of(sc), "file_transfer_open again") != NULL, "the hint says to open again");
 	cJSON_Delete(sc);
-	snprintf(p, sizeof p, "%s/up/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	CHECK(t, access(p, F_OK) != 0, "the wrong bytes were deleted");
 	snprintf(p, sizeof p, "%s/up/sum.bin", e->root);
 	CHECK(t, access(p, F_OK) != 0, "nothing was placed");
@@ -517,7 +548,7 @@ static void t_restart(struct tally *t, struct env *e)
 	sc = call_nocommit(&v, "file_transfer_write", write_args(h, (long long)(2 * C), data + 2 * C, C), &err);
 	CHECK(t, !err, "third chunk stored (its answer would wait for the commit)");
 	cJSON_Delete(sc);
-	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	struct stat st;
 	CHECK(t, stat(p, &st) == 0 && st.st_size == (off_t)(3 * C), "the staging file holds three chunks");
 	sv_stop(&v);   /* crash */
@@ -559,7 +590,7 @@ static void t_restart(struct tally *t, struct env *e)
 	CHECK(t, open_upload(&v, "lossy.bin", (long long)N, sha, h, NULL) == 0, "another upload");
 	CHECK(t, send_range(&v, h, data, 0, 2 * C, C) == 0, "two chunks in");
 	sv_stop(&v);
-	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	if (truncate(p, (off_t)C + 10) < 0)
 		check_die("truncate");
 	sv_start(&v, e);
@@ -572,21 +603,35 @@ static void t_restart(struct tally *t, struct env *e)
 	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "and the sha256 still matches");
 	cJSON_Delete(sc);
 
-	/* A crash between the rename and the journal record of the commit. */
-	CHECK(t, open_upload(&v, "torn.bin", 1000, NULL, h, NULL) == 0, "an upload to commit in a torn way");
-	CHECK(t, send_range(&v, h, data, 0, 1000, 1000) == 0, "its bytes");
-	sv_stop(&v);
-	char from[1600], to[1600];
-	snprintf(from, sizeof from, "%s/.fp-upload-%s.part", e->root, h);
-	snprintf(to, sizeof to, "%s/torn.bin", e->root);
-	rename(from, to);
-	sv_start(&v, e);
-	sc = call(&v, "file_transfer_status", h_args(h), &err);
+	/* Pipelined: a chunk and the commit in one turn, then a crash before the turn's journal
+	 * commit.  The commit made its chunk records durable before publishing, so the upload
+	 * is completed after the restart, and committing again answers the same sha256. */
 	char s1000[65];
 	blob_sha256_hex(data, 1000, s1000);
-	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0 && strcmp(str(sc, "sha256"), s1000) == 0,
-	      "a commit cut short by a crash is recognised as committed");
+	CHECK(t, open_upload(&v, "torn.bin", 1000, NULL, h, NULL) == 0, "an upload to commit in a torn way");
+	CHECK(t, send_range(&v, h, data, 0, 500, 500) == 0, "half of it acknowledged");
+	sc = call_nocommit(&v, "file_transfer_write", write_args(h, 500, data + 500, 500), &err);
+	CHECK(t, !err, "the second half, not committed yet");
 	cJSON_Delete(sc);
+	sc = call_nocommit(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0, "commit in the same turn");
+	cJSON_Delete(sc);
+	sv_stop(&v);   /* crash: the end record was never committed */
+	sv_start(&v, e);
+	sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0 && strcmp(str(sc, "sha256"), s1000) == 0 &&
+	      num(sc, "nextOffset") == 1000, "after the crash: completed at 1000, never back to an older cursor");
+	cJSON_Delete(sc);
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "status"), "completed") == 0 && strcmp(str(sc, "sha256"), s1000) == 0,
+	      "the commit retried after the crash: completed, the same sha256");
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	CHECK(t, access(p, F_OK) != 0, "and its staged bytes are gone");
+	snprintf(p, sizeof p, "%s/torn.bin", e->root);
+	back = slurp(p, &got);
+	CHECK(t, back && got == 1000 && memcmp(back, data, 1000) == 0, "the published file is whole");
+	free(back);
 
 	/* Compaction keeps live transfers and tombstones. */
 	CHECK(t, open_upload(&v, "compact.bin", 10, NULL, h, NULL) == 0, "an upload before compaction");
@@ -714,7 +759,7 @@ static void t_expiry(struct tally *t, struct env *e)
 	CHECK(t, send_range(&v, hc, (const unsigned char *)"x", 0, 1, 1) == 0, "one byte");
 	cJSON *sc = call(&v, "file_transfer_commit", h_args(hc), &err);
 	cJSON_Delete(sc);
-	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
 	CHECK(t, access(p, F_OK) == 0, "its staging file exists");
 	int64_t now = loop_wall_ms();
 	CHECK(t, transfers_collect(v.s.transfers, now + 6LL * 86400000) == 0, "nothing expires within 7 days");
@@ -1102,6 +1147,619 @@ static void t_speed(struct tally *t, struct env *e)
 	sv_stop(&v);
 }
 
+/* Names that display as other names are not artifact names: C1 controls, bidi controls and
+ * line separators, as raw UTF-8 and percent-encoded in a URI. */
+static void t_names(struct tally *t, struct env *e)
+{
+	(void)e;
+	struct res_uri u;
+	static const char *const bad[] = {
+		"report\xe2\x80\xae" "fdp.exe", "a\xe2\x80\xaa" "b", "a\xe2\x80\x8f" "b", "a\xe2\x81\xa6" "b",
+		"a\xe2\x81\xa9" "b", "a\xd8\x9c" "b", "a\xc2\x80" "b", "a\xc2\x9b" "b", "a\xe2\x80\xa8" "b", "a\x1b[2Jb",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+		CHECKF(t, !res_name_ok(bad[i]), "name %zu accepted", i);
+	CHECK(t, !res_name_ok(bad[0]) && !res_name_ok(bad[6]), "bidi overrides and C1 controls are refused in names");
+	CHECK(t, res_name_ok("caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6.txt") && res_name_ok("\xc2\xa0" "x") &&
+	      res_name_ok("\xe2\x80\xaf" "x") && res_name_ok("\xe2\x81\xaa" "x"),
+	      "neighbouring characters (U+00A0, U+2014, U+2026, U+202F, U+206A) are fine");
+	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/r%E2%80%AEfdp.exe", &u) < 0 &&
+	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%C2%85b", &u) < 0 &&
+	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%00b", &u) < 0,
+	      "URIs naming such artifacts (or a NUL) are refused");
+	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/caf%C3%A9.txt", &u) == 0 &&
+	      strcmp(u.name, "caf\xc3\xa9.txt") == 0, "an encoded plain name still parses");
+}
+
+/* ---- hashing in the worker pool -------------------------------------------------------------- */
+
+struct answer {
+	int answered, dropped;
+	cJSON *sc;          /* structuredContent */
+	int is_error;
+	int64_t at;         /* loop_now() when it came */
+};
+
+static void got_answer(void *ctx, cJSON *r)
+{
+	struct answer *a = ctx;
+	a->answered++;
+	a->at = loop_now();
+	if (r) {
+		a->sc = cJSON_DetachItemFromObject(r, "structuredContent");
+		a->is_error = cJSON_IsTrue(cJSON_GetObjectItem(r, "isError"));
+		cJSON_Delete(r);
+	}
+}
+
+static void got_drop(void *ctx)
+{
+	((struct answer *)ctx)->dropped++;
+}
+
+/* A call that may answer later; waits (on the pool's completions, not a clock) for it. */
+static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct answer *a, int wait)
+{
+	struct transfer_later later = { got_answer, got_drop, a };
+	memset(a, 0, sizeof *a);
+	cJSON *r = transfer_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
+	cJSON_Delete(args);
+	if (r) {
+		got_answer(a, r);
+		return a->sc;
+	}
+	while (wait && !a->answered && workers_pending(v->s.workers))
+		workers_wait(v->s.workers, 10000);
+	persist_commit(v->s.persist);
+	return a->sc;
+}
+
+static void sv_start_pool(struct sv *v, const struct env *e)
+{
+	sv_start_with(v, e, 1);
+}
+
+static void sv_stop_pool(struct sv *v)
+{
+	workers_free(v->s.workers);
+	v->s.workers = NULL;
+	sv_stop(v);
+}
+
+/* ---- where staged bytes live, cross-file-system commits, identities across a reboot ------- */
+
+/* The identity transfer.c records for a folder (see fid_of there). */
+static void folder_fid(const char *dir, uint64_t *dev, uint64_t *ino, uint64_t *fsid, char *fh)
+{
+	struct stat st;
+	struct statfs sf;
+	union { struct file_handle h; char b[sizeof(struct file_handle) + 128]; } u;
+	int mnt, fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || fstatfs(fd, &sf) < 0)
+		check_die("folder_fid");
+	uint32_t a, b;
+	memcpy(&a, &sf.f_fsid, 4);
+	memcpy(&b, (char *)&sf.f_fsid + 4, 4);
+	*dev = (uint64_t)st.st_dev;
+	*ino = (uint64_t)st.st_ino;
+	*fsid = (uint64_t)a << 32 | b;
+	fh[0] = 0;
+	u.h.handle_bytes = 128;
+	if (name_to_handle_at(fd, "", &u.h, &mnt, AT_EMPTY_PATH) == 0) {
+		unsigned char tb[4];
+		memcpy(tb, &u.h.handle_type, 4);
+		char *o = fh;
+		for (int i = 0; i < 4; i++)
+			o += sprintf(o, "%02x", tb[i]);
+		for (unsigned i = 0; i < u.h.handle_bytes; i++)
+			o += sprintf(o, "%02x", u.h.f_handle[i]);
+	}
+	close(fd);
+}
+
+/* Journal an upload of `path` in progress with the given folder identity, as a server that
+ * ran before a reboot would have (open record, one chunk, the staged bytes in uploads/). */
+static void plant_upload(struct sv *v, const struct env *e, const char *h, const char *path,
+                         const unsigned char *data, size_t n, uint64_t dev, uint64_t ino, uint64_t fsid,
+                         const char *fh)
+{
+	char p[1600];
+	struct frame_map r;
+	frame_map_begin(&r, 12);
+	frame_pack_kv_str(&r.pk, "h", h);
+	frame_pack_kv_str(&r.pk, "dir", "upload");
+	frame_pack_kv_str(&r.pk, "path", path);
+	frame_pack_kv_int(&r.pk, "size", (int64_t)(2 * n));
+	frame_pack_kv_str(&r.pk, "want", "");
+	frame_pack_kv_int(&r.pk, "ow", 0);
+	frame_pack_kv_int(&r.pk, "at", loop_wall_ms());
+	frame_pack_kv_int(&r.pk, "dev", (int64_t)dev);
+	frame_pack_kv_int(&r.pk, "ino", (int64_t)ino);
+	frame_pack_kv_int(&r.pk, "fsid", (int64_t)fsid);
+	frame_pack_kv_str(&r.pk, "fh", fh);
+	frame_pack_kv_str(&r.pk, "sha", "");
+	if (persist_append(v->s.persist, 64, r.sb.data, r.sb.size) < 0)
+		check_die("persist_append");
+	msgpack_sbuffer_destroy(&r.sb);
+	frame_map_begin(&r, 4);
+	frame_pack_kv_str(&r.pk, "h", h);
+	frame_pack_kv_int(&r.pk, "off", 0);
+	frame_pack_kv_int(&r.pk, "len", (int64_t)n);
+	frame_pack_kv_int(&r.pk, "at", loop_wall_ms());
+	if (persist_append(v->s.persist, 65, r.sb.data, r.sb.size) < 0 || persist_commit(v->s.persist) < 0)
+		check_die("persist_append");
+	msgpack_sbuffer_destroy(&r.sb);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	check_put(p, data, n);
+}
+
+static void t_identity(struct tally *t, struct env *e)
+{
+	static const struct { const char *what; int dev, ino, fsid, fh, resumes; } cases[] = {
+		{ "the same folder, nothing renumbered", 0, 0, 0, 0, 1 },
+		{ "another st_dev (a reboot), same inode and fsid: resumed", 1, 0, 0, 0, 1 },
+		{ "another st_dev and fsid (fsid from the device), same file handle: resumed", 1, 0, 1, 0, 1 },
+		{ "another inode (the folder was replaced): failed", 0, 1, 0, 0, 0 },
+		{ "another st_dev, fsid and file handle: failed", 1, 0, 1, 1, 0 },
+	};
+	unsigned char data[4000];
+	char base[500], path[1200], fh[300], h[33];
+	uint64_t dev, ino, fsid;
+	fill(data, sizeof data, 12);
+	snprintf(base, sizeof base, "%.480s", e->state);
+	folder_fid(e->root, &dev, &ino, &fsid, fh);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct env ei = *e;
+		struct sv v;
+		int err;
+		snprintf(ei.state, sizeof ei.state, "%s/id%zu", base, i);
+		check_mkdir(ei.state);
+		snprintf(h, sizeof h, "%031zx%c", i, 'a');
+		snprintf(path, sizeof path, "%s/ident%zu.bin", e->root, i);
+		sv_start(&v, &ei);
+		plant_upload(&v, &ei, h, path, data, 2000, cases[i].dev ? dev + 77 : dev, cases[i].ino ? ino + 1 : ino,
+		             cases[i].fsid ? fsid ^ 0x5a5a : fsid, cases[i].fh ? "01000000ffff" : fh);
+		sv_stop(&v);
+		sv_start(&v, &ei);   /* the "reboot" */
+		cJSON *sc = call(&v, "file_transfer_status", h_args(h), &err);
+		int active = !err && strcmp(str(sc, "status"), "active") == 0 && num(sc, "nextOffset") == 2000;
+		cJSON_Delete(sc);
+		if (cases[i].resumes) {
+			int sent = active && send_range(&v, h, data, 2000, 4000, 2000) == 0;
+			sc = call(&v, "file_transfer_commit", h_args(h), &err);
+			size_t got = 0;
+			unsigned char *back = slurp(path, &got);
+			CHECK(t, sent && !err && back && got == 4000 && memcmp(back, data, 4000) == 0, cases[i].what);
+			free(back);
+			cJSON_Delete(sc);
+		} else {
+			sc = call(&v, "file_transfer_status", h_args(h), &err);
+			const cJSON *er = cJSON_GetObjectItem(sc, "error");
+			CHECK(t, !err && strcmp(str(sc, "status"), "failed") == 0 && er &&
+			      strstr(str(er, "message"), "replaced") != NULL, cases[i].what);
+			cJSON_Delete(sc);
+		}
+		sv_stop(&v);
+	}
+}
+
+/* No job-reachable staging: nothing of an upload is in the destination folder until the
+ * commit, and a file planted at the reserved temporary name cannot take the upload's place. */
+static void t_staging(struct tally *t, struct env *e)
+{
+	struct sv v;
+	char h[33], p[1600], sha[65];
+	unsigned char data[70000];
+	int err;
+	fill(data, sizeof data, 21);
+	blob_sha256_hex(data, sizeof data, sha);
+	sv_start(&v, e);
+	CHECK(t, open_upload(&v, "staged.bin", (long long)sizeof data, sha, h, NULL) == 0, "an upload");
+	CHECK(t, send_range(&v, h, data, 0, sizeof data, 65536) == 0, "its bytes");
+	DIR *d = opendir(e->root);
+	struct dirent *de;
+	int seen = 0;
+	while (d && (de = readdir(d)))
+		seen |= strncmp(de->d_name, ".fp-upload-", 11) == 0 || strcmp(de->d_name, "staged.bin") == 0;
+	if (d)
+		closedir(d);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	struct stat st;
+	CHECK(t, !seen && stat(p, &st) == 0 && st.st_size == (off_t)sizeof data && (st.st_mode & 0777) == 0600,
+	      "the bytes are staged in the state dir, nothing in the file root");
+	/* The job plants its own bytes at the names a commit might use. */
+	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	check_put(p, "job bytes", 9);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", e->state, h);
+	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "commit: completed");
+	cJSON_Delete(sc);
+	size_t got = 0;
+	snprintf(p, sizeof p, "%s/staged.bin", e->root);
+	unsigned char *back = slurp(p, &got);
+	CHECK(t, back && got == sizeof data && memcmp(back, data, got) == 0 && stat(p, &st) == 0 && st.st_nlink == 1,
+	      "the published file is the hashed bytes, with one link");
+	free(back);
+
+	/* overwrite goes through the reserved temporary name: a planted file there is replaced */
+	cJSON *a = open_args("upload", "staged.bin", 5, NULL);
+	cJSON_AddBoolToObject(a, "overwrite", 1);
+	sc = call(&v, "file_transfer_open", a, &err);
+	snprintf(h, sizeof h, "%s", str(sc, "handle"));
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	check_put(p, "job bytes", 9);
+	CHECK(t, send_range(&v, h, (const unsigned char *)"fresh", 0, 5, 5) == 0, "an overwrite upload");
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err, "its commit");
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/staged.bin", e->root);
+	back = slurp(p, &got);
+	CHECK(t, back && got == 5 && memcmp(back, "fresh", 5) == 0, "the overwrite holds the upload's bytes");
+	free(back);
+	snprintf(p, sizeof p, "%s/.fp-upload-%s.part", e->root, h);
+	CHECK(t, access(p, F_OK) != 0, "and the temporary name is gone");
+	sv_stop(&v);
+}
+
+/* The state dir on another file system than the root (tmpfs against the test's folder): the
+ * commit copies from the hashed descriptor, syncs, verifies and links the copy. */
+static void t_crossfs(struct tally *t, struct env *e)
+{
+	struct stat a, b;
+	struct env ex = *e;
+	snprintf(ex.state, sizeof ex.state, "/dev/shm/fp-xfs-XXXXXX");
+	if (stat("/dev/shm", &a) < 0 || stat(e->root, &b) < 0 || a.st_dev == b.st_dev || !mkdtemp(ex.state)) {
+		printf("# skip cross-file-system commit: /dev/shm is missing or on the root's file system\n");
+		return;
+	}
+	struct sv v;
+	char h[33], sha[65], p[1600];
+	size_t N = 3 * 1048576 + 77;
+	unsigned char *data = malloc(N);
+	int err;
+	fill(data, N, 5);
+	blob_sha256_hex(data, N, sha);
+	sv_start(&v, &ex);
+	CHECK(t, open_upload(&v, "xfs.bin", (long long)N, sha, h, NULL) == 0, "cross-fs: an upload");
+	CHECK(t, send_range(&v, h, data, 0, N, 1048576) == 0, "cross-fs: its bytes");
+	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "cross-fs: commit completed");
+	cJSON_Delete(sc);
+	snprintf(p, sizeof p, "%s/xfs.bin", e->root);
+	size_t got = 0;
+	unsigned char *back = slurp(p, &got);
+	CHECK(t, back && got == N && memcmp(back, data, N) == 0 && stat(p, &a) == 0 && (a.st_mode & 0777) == 0600,
+	      "cross-fs: the copy in place is whole, mode 0600");
+	free(back);
+	snprintf(p, sizeof p, "%s/uploads/%s.part", ex.state, h);
+	CHECK(t, access(p, F_OK) != 0, "cross-fs: the staged bytes are removed");
+	DIR *d = opendir(e->root);
+	struct dirent *de;
+	int left = 0;
+	while (d && (de = readdir(d)))
+		left |= strncmp(de->d_name, ".fp-upload-", 11) == 0 && strstr(de->d_name, h) != NULL;
+	if (d)
+		closedir(d);
+	CHECK(t, !left, "cross-fs: no temporary file left in the root");
+	sv_stop(&v);
+
+	/* With a worker pool the copy is made there; the commit answers when it is in place. */
+	sv_start_pool(&v, &ex);
+	CHECK(t, open_upload(&v, "xfs2.bin", (long long)N, sha, h, NULL) == 0, "cross-fs with a pool: an upload");
+	CHECK(t, send_range(&v, h, data, 0, N, 1048576) == 0, "cross-fs with a pool: its bytes");
+	struct answer an;
+	struct transfer_later later = { got_answer, got_drop, &an };
+	memset(&an, 0, sizeof an);
+	cJSON *args = h_args(h);
+	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_commit", schema_of(&v, "file_transfer_commit"), args, &later);
+	cJSON_Delete(args);
+	CHECK(t, r == NULL && !an.answered, "cross-fs with a pool: the commit answers later");
+	sc = call(&v, "file_transfer_write", write_args(h, (long long)N, data, 1), &err);
+	CHECK(t, err && strcmp(code_of(sc), "not_active") == 0 && cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(sc, "error"), "retryable")),
+	      "a write meanwhile: not_active, retryable (the commit is in progress)");
+	cJSON_Delete(sc);
+	while (!an.answered && workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, an.answered == 1 && !an.is_error && an.sc && strcmp(str(an.sc, "sha256"), sha) == 0,
+	      "cross-fs with a pool: completed with the sha256");
+	cJSON_Delete(an.sc);
+	snprintf(p, sizeof p, "%s/xfs2.bin", e->root);
+	back = slurp(p, &got);
+	CHECK(t, back && got == N && memcmp(back, data, N) == 0, "cross-fs with a pool: the file is whole");
+	free(back);
+	sv_stop_pool(&v);
+	free(data);
+	check_rm_rf(ex.state);
+}
+
+
+static void t_async(struct tally *t, struct env *e)
+{
+	struct sv v;
+	struct answer a, b;
+	char p[1600], sha[65], h[33], hu[33];
+	int err;
+	snprintf(p, sizeof p, "%s/sparse.bin", e->root);
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, 64 << 20) < 0 || pwrite(fd, "middle", 6, 32 << 20) != 6)
+		check_die("sparse file");
+	if (blob_sha256_fd(fd, 64 << 20, sha) < 0)
+		check_die("sha");
+	close(fd);
+	sv_start_pool(&v, e);
+	CHECK(t, open_upload(&v, "side.bin", 10, NULL, hu, NULL) == 0, "an upload to talk to meanwhile");
+
+	/* The open answers later; other calls are answered at once meanwhile. */
+	struct transfer_later later = { got_answer, got_drop, &a };
+	memset(&a, 0, sizeof a);
+	cJSON *args = open_args("download", "sparse.bin", -1, NULL);
+	int64_t t0 = loop_now();
+	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_open", schema_of(&v, "file_transfer_open"), args, &later);
+	int64_t t1 = loop_now();
+	cJSON_Delete(args);
+	CHECK(t, r == NULL && !a.answered, "a 64 MiB download open is hashed in the pool: no answer yet");
+	cJSON *sc = call(&v, "file_transfer_status", h_args(hu), &err);
+	CHECK(t, !err && !a.answered, "another call is answered while the hash runs");
+	cJSON_Delete(sc);
+	while (!a.answered && workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, a.answered == 1 && !a.is_error && a.sc && strcmp(str(a.sc, "sha256"), sha) == 0 && num(a.sc, "size") == 64 << 20,
+	      "the open's answer comes with the right sha256");
+	printf("# download open of a 64 MiB sparse file: %lld ms on the loop, answered after %lld ms\n",
+	       (long long)(t1 - t0), (long long)(a.at - t0));
+	snprintf(h, sizeof h, "%s", str(a.sc, "handle"));
+	cJSON_Delete(a.sc);
+	persist_commit(v.s.persist);
+	sc = call(&v, "file_transfer_read", read_args(h, 32 << 20, 6), &err);
+	size_t n = 0;
+	unsigned char dec[16];
+	CHECK(t, !err && b64_decode(str(sc, "data"), strlen(str(sc, "data")), dec, &n) == 6 && memcmp(dec, "middle", 6) == 0,
+	      "and reads come from the hashed descriptor");
+	cJSON_Delete(sc);
+	sv_stop_pool(&v);
+
+	/* After a restart the first read verifies the file again, in the pool. */
+	sv_start_pool(&v, e);
+	sc = call_later(&v, "file_transfer_read", read_args(h, 32 << 20, 6), &a, 1);
+	CHECK(t, a.answered == 1 && !a.is_error && sc && num(sc, "bytes") == 6, "a read after a restart: verified in the pool, then read");
+	cJSON_Delete(sc);
+	sv_stop_pool(&v);
+	/* The same size, other bytes: the check after the restart finds it. */
+	fd = open(p, O_RDWR | O_CLOEXEC);
+	if (fd < 0 || pwrite(fd, "MIDDLE", 6, 32 << 20) != 6)
+		check_die("rewrite");
+	close(fd);
+	sv_start_pool(&v, e);
+	sc = call_later(&v, "file_transfer_read", read_args(h, 0, 6), &a, 1);
+	CHECK(t, a.answered == 1 && a.is_error && strcmp(code_of(sc), "checksum_mismatch") == 0,
+	      "a file changed while the server was down: checksum_mismatch after the hash");
+	cJSON_Delete(sc);
+
+	/* The pool stops with a hash queued: its caller is told by drop, exactly once. */
+	for (int i = 0; i < 2; i++)
+		workers_submit(v.s.workers, hold_run, hold_done, NULL);   /* both threads busy */
+	memset(&b, 0, sizeof b);
+	sc = call_later(&v, "file_transfer_open", open_args("download", "sparse.bin", -1, NULL), &b, 0);
+	CHECK(t, sc == NULL && !b.answered, "an open waiting for its hash");
+	workers_free(v.s.workers);
+	v.s.workers = NULL;
+	CHECK(t, b.dropped == 1 && !b.answered, "stopping the pool with the hash still queued drops the answer, once");
+	cJSON_Delete(b.sc);
+	sv_stop(&v);
+	unlink(p);
+}
+
+/* Artifacts over 1 MiB are hashed in the pool; over server.artifactHashMaxBytes not at all.
+ * The digest reaches the task's list and, through the journal, the next start. */
+static void t_artifact_hash(struct tally *t, struct env *e)
+{
+	struct sv v;
+	char work[1200], p[1600], sha[65];
+	const char *id = "fedcba9876543210fedcba9876543210";
+	sv_start_pool(&v, e);
+	snprintf(p, sizeof p, "%s/tasks", e->state); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/tasks/%s", e->state, id); check_mkdir(p);
+	snprintf(work, sizeof work, "%s/tasks/%s/work", e->state, id); check_mkdir(work);
+	snprintf(p, sizeof p, "%s/outputs", work); check_mkdir(p);
+	snprintf(p, sizeof p, "%s/outputs/big.bin", work);
+	int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, 48 << 20) < 0 || pwrite(fd, "x", 1, 1 << 20) != 1 || blob_sha256_fd(fd, 48 << 20, sha) < 0)
+		check_die("big artifact");
+	close(fd);
+	snprintf(p, sizeof p, "%s/outputs/huge.bin", work);
+	fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || ftruncate(fd, 96 << 20) < 0)
+		check_die("huge artifact");
+	close(fd);
+	snprintf(p, sizeof p, "%s/outputs/small.txt", work); check_put(p, "small", 5);
+	v.s.cfg->server.artifact_hash_max_bytes = 64 << 20;
+	struct task *tk = fake_task(&v, id, TASK_COMPLETED);
+	tk->tool = config_tool(v.s.cfg, "t");
+	persist_created(v.s.persist, tk);
+	int64_t t0 = loop_now();
+	tk->artifacts = transfer_collect_artifacts(v.s.transfers, tk, work);
+	int64_t t1 = loop_now();
+	persist_finished(v.s.persist, tk);
+	persist_commit(v.s.persist);
+	const cJSON *big = cJSON_GetArrayItem(tk->artifacts, 0), *huge = cJSON_GetArrayItem(tk->artifacts, 1),
+	            *small = cJSON_GetArrayItem(tk->artifacts, 2);
+	CHECK(t, cJSON_GetArraySize(tk->artifacts) == 3 && strcmp(str(big, "sha256Status"), "pending") == 0 &&
+	      !cJSON_GetObjectItem(big, "sha256"), "a 48 MiB artifact: listed at once, sha256Status pending");
+	CHECK(t, strcmp(str(huge, "sha256Status"), "skipped") == 0 && num(huge, "size") == 96 << 20,
+	      "over artifactHashMaxBytes: listed with its size, sha256Status skipped");
+	CHECK(t, strlen(str(small, "sha256")) == 64, "a small one is hashed at once");
+	printf("# collecting 48 + 96 MiB of sparse artifacts: %lld ms on the loop\n", (long long)(t1 - t0));
+	while (workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, strcmp(str(big, "sha256"), sha) == 0 && !cJSON_GetObjectItem(big, "sha256Status"),
+	      "when the pool is done, the list has its sha256");
+	persist_commit(v.s.persist);
+	sv_stop_pool(&v);
+	sv_start(&v, e);
+	tk = tasks_find(v.s.tasks, id);
+	big = tk ? cJSON_GetArrayItem(tk->artifacts, 0) : NULL;
+	CHECK(t, big && strcmp(str(big, "sha256"), sha) == 0, "the digest is journaled: there after a restart");
+	sv_stop(&v);
+
+	/* Read-only, as forkpoint show and ls replay it: no transfers table, the digest still lands. */
+	char cfg[2000], err[512];
+	memset(&v, 0, sizeof v);
+	fplog_init(&v.s.log, 2, FPLOG_CRITICAL);
+	snprintf(cfg, sizeof cfg, "{\"tools\":[{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\"},"
+	         "\"command\":[\"/bin/true\"]}]}");
+	if (config_parse(cfg, strlen(cfg), e->top, &v.s.cfg, err, sizeof err) < 0)
+		check_die("config");
+	v.s.state_dir = strdup(e->state);
+	v.s.loop = loop_new();
+	v.s.tasks = tasks_new(&v.s);
+	CHECK(t, persist_open(&v.s, 1, &v.s.persist, err, sizeof err) == 0, "a read-only replay without transfers");
+	tk = tasks_find(v.s.tasks, id);
+	big = tk ? cJSON_GetArrayItem(tk->artifacts, 0) : NULL;
+	CHECK(t, big && strcmp(str(big, "sha256"), sha) == 0, "the read-only replay has the digest too");
+	persist_close(v.s.persist);
+	tasks_free(v.s.tasks);
+	loop_free(v.s.loop);
+	config_free(v.s.cfg);
+	free(v.s.state_dir);
+}
+
+/* With a worker pool, a chunk's staged bytes are synced there: the answer (and the journal
+ * record) come when the sync is done, in order, and a pipelined client's chunks overlap. */
+static void t_async_write(struct tally *t, struct env *e)
+{
+	struct sv v;
+	struct answer a[4];
+	char h[33], sha[65];
+	unsigned char data[4 * 65536];
+	int err;
+	fill(data, sizeof data, 33);
+	blob_sha256_hex(data, sizeof data, sha);
+	sv_start_pool(&v, e);
+	CHECK(t, open_upload(&v, "pipelined.bin", (long long)sizeof data, sha, h, NULL) == 0, "an upload, pool-synced");
+	struct transfer_later later[4];
+	int deferred = 1;
+	for (int i = 0; i < 3; i++) {
+		memset(&a[i], 0, sizeof a[i]);
+		later[i] = (struct transfer_later){ got_answer, got_drop, &a[i] };
+		cJSON *args = write_args(h, (long long)i * 65536, data + i * 65536, 65536);
+		cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args,
+		                               &later[i]);
+		cJSON_Delete(args);
+		deferred &= r == NULL;
+		cJSON_Delete(r);
+	}
+	/* a repeat of the last chunk while it is still being synced: answered after it, as a duplicate */
+	memset(&a[3], 0, sizeof a[3]);
+	later[3] = (struct transfer_later){ got_answer, got_drop, &a[3] };
+	cJSON *args = write_args(h, 2 * 65536, data + 2 * 65536, 65536);
+	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[3]);
+	cJSON_Delete(args);
+	CHECK(t, deferred && r == NULL, "three pipelined chunks and a repeat: answered later");
+	while (workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	int inorder = 1;
+	for (int i = 0; i < 3; i++)
+		inorder &= a[i].answered == 1 && !a[i].is_error && num(a[i].sc, "nextOffset") == (double)(i + 1) * 65536;
+	CHECK(t, inorder, "each answered once, with its own nextOffset");
+	CHECK(t, a[3].answered == 1 && cJSON_IsTrue(cJSON_GetObjectItem(a[3].sc, "duplicate")), "the repeat: a duplicate");
+	for (int i = 0; i < 4; i++)
+		cJSON_Delete(a[i].sc);
+	persist_commit(v.s.persist);
+	sv_stop_pool(&v);
+	sv_start(&v, e);
+	cJSON *sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 3 * 65536, "the journal has all three chunks, in order");
+	cJSON_Delete(sc);
+	sv_stop(&v);
+
+	/* A commit right behind a chunk still being synced: the commit's own sync covers it, the
+	 * chunk is answered first. */
+	sv_start_pool(&v, e);
+	char h2[33], s5[65];
+	blob_sha256_hex("abcde", 5, s5);
+	CHECK(t, open_upload(&v, "behind.bin", 5, s5, h2, NULL) == 0, "an upload for a pipelined commit");
+	memset(&a[0], 0, sizeof a[0]);
+	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	args = write_args(h2, 0, (const unsigned char *)"abcde", 5);
+	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	cJSON_Delete(args);
+	sc = call(&v, "file_transfer_commit", h_args(h2), &err);
+	CHECK(t, r == NULL && a[0].answered == 1 && !a[0].is_error && !err && strcmp(str(sc, "sha256"), s5) == 0,
+	      "the chunk is answered before the commit, which completes");
+	cJSON_Delete(sc);
+	cJSON_Delete(a[0].sc);
+	while (workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	CHECK(t, a[0].answered == 1, "and only once, when its own sync finishes later");
+	sv_stop_pool(&v);
+
+	/* The pool stops with syncs queued: those chunks are not acknowledged, the cursor goes back. */
+	sv_start_pool(&v, e);
+	for (int i = 0; i < 2; i++)
+		workers_submit(v.s.workers, hold_run, hold_done, NULL);
+	memset(&a[0], 0, sizeof a[0]);
+	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	args = write_args(h, 3 * 65536, data + 3 * 65536, 65536);
+	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	cJSON_Delete(args);
+	CHECK(t, r == NULL, "a chunk waiting for its sync");
+	sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 3 * 65536, "status meanwhile: the acknowledged offset only");
+	cJSON_Delete(sc);
+	workers_free(v.s.workers);
+	v.s.workers = NULL;
+	CHECK(t, a[0].dropped == 1 && !a[0].answered, "stopping drops its answer");
+	sc = call(&v, "file_transfer_write", write_args(h, 3 * 65536, data + 3 * 65536, 65536), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 4 * 65536, "the chunk is accepted again at the old cursor");
+	cJSON_Delete(sc);
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "and the commit's sha256 matches (hash rebuilt)");
+	cJSON_Delete(sc);
+	sv_stop(&v);
+}
+
+/* After a restart a large staged upload's hash is rebuilt in the pool: status answers at once,
+ * a write waits for the hash and then goes in, and the commit's sha256 is right. */
+static void t_rehash(struct tally *t, struct env *e)
+{
+	struct sv v;
+	struct answer a;
+	char h[33], sha[65];
+	size_t N = 3 * 1048576 + 11;
+	unsigned char *data = malloc(N);
+	int err;
+	fill(data, N, 44);
+	blob_sha256_hex(data, N, sha);
+	sv_start(&v, e);
+	CHECK(t, open_upload(&v, "rehash.bin", (long long)N, sha, h, NULL) == 0, "an upload to restart");
+	CHECK(t, send_range(&v, h, data, 0, 2 * 1048576, 1048576) == 0, "2 MiB of it");
+	sv_stop(&v);
+	sv_start_with(&v, e, 2);   /* the rehash waits behind two held threads */
+	cJSON *sc = call(&v, "file_transfer_status", h_args(h), &err);
+	CHECK(t, !err && num(sc, "nextOffset") == 2 * 1048576, "status after the restart answers at once");
+	cJSON_Delete(sc);
+	sc = call(&v, "file_transfer_write", write_args(h, 2 * 1048576, data + 2 * 1048576, 1048576), &err);
+	CHECK(t, err && strcmp(code_of(sc), "not_active") == 0 && cursor_of(sc) == 2 * 1048576,
+	      "a write that cannot wait: not_active, retryable, with the cursor");
+	cJSON_Delete(sc);
+	sc = call_later(&v, "file_transfer_write", write_args(h, 2 * 1048576, data + 2 * 1048576, 1048576), &a, 0);
+	CHECK(t, !sc && !a.answered, "a write that can wait waits for the hash");
+	atomic_store(&v.gate, 1);
+	while (!a.answered && workers_pending(v.s.workers))
+		workers_wait(v.s.workers, 10000);
+	sc = a.sc;
+	CHECK(t, a.answered == 1 && !a.is_error && num(sc, "nextOffset") == 3 * 1048576,
+	      "a write after the restart is answered once the hash is rebuilt");
+	cJSON_Delete(sc);
+	CHECK(t, send_range(&v, h, data, 3 * 1048576, N, 1048576) == 0, "the rest");
+	sc = call(&v, "file_transfer_commit", h_args(h), &err);
+	CHECK(t, !err && strcmp(str(sc, "sha256"), sha) == 0, "the commit's sha256: the hash was rebuilt right");
+	cJSON_Delete(sc);
+	sv_stop_pool(&v);
+	free(data);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -1112,7 +1770,7 @@ int main(void)
 	check_mkdir(e.root);
 	check_mkdir(e.out);
 	/* Each part gets a state dir of its own; they share the root. */
-	void (*parts[])(struct tally *, struct env *) = { t_b64, t_upload_basics, t_paths, t_restart, t_download,
+	void (*parts[])(struct tally *, struct env *) = { t_names, t_async, t_async_write, t_rehash, t_artifact_hash, t_identity, t_staging, t_crossfs, t_b64, t_upload_basics, t_paths, t_restart, t_download,
 	                                                   t_expiry, t_parking, t_jobs_and_resources, t_speed };
 	for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
 		snprintf(e.state, sizeof e.state, "%s/state%zu", e.top, i);
