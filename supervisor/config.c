@@ -385,7 +385,7 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 	static const char *const keys[] = {
 		"name", "maxConcurrent", "maxQueue", "fileRoots", "cancelGraceSeconds",
 		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", "resultMaxBytes", "stateDirMaxMB",
-		"artifactHashMaxBytes", NULL,
+		"artifactHashMaxBytes", "maxArgumentsBytes", NULL,
 	};
 	if (!v)
 		return 0;
@@ -401,7 +401,8 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 	    opt_long(cx, v, "server", "resultInlineBytes", 256, 16L << 20, &s->result_inline_bytes) ||
 	    opt_long(cx, v, "server", "resultMaxBytes", 1024, 64L << 20, &s->result_max_bytes) ||
 	    opt_long(cx, v, "server", "stateDirMaxMB", 0, 1L << 30, &s->state_max_mb) ||
-	    opt_long(cx, v, "server", "artifactHashMaxBytes", 0, 64L << 30, &s->artifact_hash_max_bytes))
+	    opt_long(cx, v, "server", "artifactHashMaxBytes", 0, 64L << 30, &s->artifact_hash_max_bytes) ||
+	    opt_long(cx, v, "server", "maxArgumentsBytes", 2, 4L << 20, &s->max_arguments_bytes))
 		return -1;
 	return 0;
 }
@@ -770,6 +771,7 @@ static int build(struct ctx *cx, const char *text, size_t len, struct config **o
 	c->server.result_inline_bytes = 64L << 10;
 	c->server.result_max_bytes = 16L << 20;
 	c->server.artifact_hash_max_bytes = 1L << 30;
+	c->server.max_arguments_bytes = 1L << 20;
 	if (!(c->path = strdup(cx->file)) || !(c->dir = strdup(cx->dir)) ||
 	    !(c->server.name = strdup("forkpoint"))) {
 		oom(cx);

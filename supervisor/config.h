@@ -59,6 +59,8 @@ struct server_cfg {
 	long result_max_bytes;   /* largest result (as JSON text) a job may return; default 16 MiB */
 	long state_max_mb;       /* disk budget of the blob store and journal, MiB; 0 = none */
 	long artifact_hash_max_bytes; /* larger artifacts are listed without sha256; default 1 GiB */
+	long max_arguments_bytes;/* a call's arguments as compact JSON, at most this; default 1 MiB,
+	                          * at most 4 MiB so they always fit a start frame and a record */
 };
 
 struct config {

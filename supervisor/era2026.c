@@ -203,8 +203,9 @@ static cJSON *on_question(struct era2026 *e, const struct task *t, const struct 
 
 /* ---- answers to questions ------------------------------------------------------------------ */
 
-/* Deliver the responses that answer t's open question; keys that are not open are ignored. */
-static void apply_responses(struct era2026 *e, struct task *t, const cJSON *responses)
+/* Deliver the responses that answer t's open question; keys that are not open are ignored.
+ * 0, or the -errno of an answer that could not be recorded (it was not taken). */
+static int apply_responses(struct era2026 *e, struct task *t, const cJSON *responses)
 {
 	const cJSON *r;
 	cJSON_ArrayForEach(r, responses) {
@@ -212,9 +213,11 @@ static void apply_responses(struct era2026 *e, struct task *t, const cJSON *resp
 		    strcmp(r->string, t->question_id) != 0)
 			continue;
 		const cJSON *a = server_elicited_answer(t, r);
-		if (a)
-			tasks_respond(e->sv->tasks, t, a);
+		int rc = a ? tasks_respond(e->sv->tasks, t, a) : 0;
+		if (rc < 0)
+			return rc;
 	}
+	return 0;
 }
 
 /* ---- waiting calls ------------------------------------------------------------------------ */
@@ -371,13 +374,22 @@ static void m_tasks(struct era2026 *e, struct msess *ms, const cJSON *id, const 
 		answer(e, ms, id, task_view(e, t, 1), "complete");
 		return;
 	}
+	if (server_refuse_if_faulted(ms, id))
+		return;   /* an update or cancel that could not be recorded must not be acknowledged */
 	if (strcmp(method, "tasks/update") == 0) {
 		const cJSON *responses = cJSON_GetObjectItemCaseSensitive(params, "inputResponses");
 		if (!cJSON_IsObject(responses)) {
 			server_reply_error(ms, id, RPC_INVALID_PARAMS, "tasks/update: params.inputResponses must be an object", NULL);
 			return;
 		}
-		apply_responses(e, t, responses);
+		int rc = apply_responses(e, t, responses);
+		if (rc < 0) {
+			char msg[200];
+			snprintf(msg, sizeof msg, "tasks/update: the answer could not be recorded (%s); nothing was done",
+			         strerror(-rc));
+			server_reply_error(ms, id, RPC_INTERNAL_ERROR, msg, NULL);
+			return;
+		}
 	} else {
 		/* Cancelling a finished task leaves it as it is; the ack is the same. */
 		tasks_cancel(e->sv->tasks, t, "cancelled by the client (tasks/cancel)");
@@ -439,6 +451,7 @@ static void m_call(struct era2026 *e, struct msess *ms, const cJSON *id, const c
 			missing_tasks_extension(ms, id, "This tool runs only as a task: declare the io.modelcontextprotocol/tasks extension");
 			return;
 		}
+		/* An answer that could not be recorded was not taken: the question is asked again. */
 		if (responses)
 			apply_responses(e, t, responses);
 		answer_or_wait(e, ms, id, params, t, c);

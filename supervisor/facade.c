@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "persist.h"
 #include "schema.h"
 #include "transfer.h"
 
@@ -57,6 +58,19 @@ cJSON *facade_failure(cJSON *envelope)
 cJSON *facade_error(const char *code, const char *message, int retryable, const char *hint)
 {
 	return facade_failure(task_envelope(code, message, retryable, hint));
+}
+
+cJSON *facade_storage_error(int err)
+{
+	char msg[300];
+	const char *name = strerrorname_np(-err);
+	snprintf(msg, sizeof msg, "The server cannot store anything durably right now (%s: %s); nothing was done.",
+	         name ? name : "unknown error", strerror(-err));
+	cJSON *env = task_envelope("storage_unavailable", msg, 1,
+		"Call again in a few seconds; reads (durable_task_get, durable_task_list) keep working meanwhile. "
+		"If it lasts, tell the operator: the disk of the server's state directory is full or failing.");
+	cJSON_AddStringToObject(env, "errno", name ? name : "unknown");
+	return facade_failure(env);
 }
 
 static cJSON *invalid_param(const char *param, const char *message)
@@ -378,8 +392,10 @@ static cJSON *do_respond(struct supervisor *sv, struct task *t, const cJSON *res
 		}
 	}
 	int rc = tasks_respond(sv->tasks, t, response);
-	if (rc < 0)
+	if (rc == -ENOMEM)
 		return facade_error("internal_error", strerror(-rc), 1, "Call durable_task_respond again.");
+	if (rc < 0)
+		return facade_storage_error(rc);
 	cJSON *o = base_view(t);
 	cJSON_AddBoolToObject(o, "accepted", 1);
 	cJSON_AddStringToObject(o, "note", "Answer delivered; the task continues. Call durable_task_get "
@@ -455,7 +471,11 @@ cJSON *facade_call(struct supervisor *sv, const char *name, const cJSON *schema,
 		res = unknown_task(id);
 		goto out;
 	}
-	if (strcmp(name, "durable_task_get") == 0)
+	/* A change that could not be made durable is refused before anything is touched. */
+	int fault = strcmp(name, "durable_task_get") != 0 ? persist_fault(sv->persist) : 0;
+	if (fault < 0)
+		res = facade_storage_error(fault);
+	else if (strcmp(name, "durable_task_get") == 0)
 		res = do_get(sv, t);
 	else if (strcmp(name, "durable_task_respond") == 0)
 		res = do_respond(sv, t, cJSON_GetObjectItem(args, "response"));

@@ -32,6 +32,9 @@ cJSON *facade_result(cJSON *obj, int is_error);
 cJSON *facade_error(const char *code, const char *message, int retryable, const char *hint);
 /* The same for an envelope already built (task_envelope(), consumed). */
 cJSON *facade_failure(cJSON *envelope);
+/* The failure for a change refused because the journal cannot take it (err: -errno, such as
+ * -ENOSPC or -EIO): code storage_unavailable, retryable, the errno's name in `errno`. */
+cJSON *facade_storage_error(int err);
 /* The result of a finished task as the original tool call's result (sync/auto mode). */
 cJSON *facade_final_result(struct supervisor *sv, const struct task *t);
 /* What a completed task whose result blob is missing or damaged answers: a task_lost

@@ -51,6 +51,7 @@ struct job {
 	int statusfd;              /* the PID namespace init's report of the job's end, or -1 */
 	int execfd;                /* until the job has exec'd: the spawn's report pipe, or -1 */
 	char start_error[300];     /* why it never ran, if so */
+	int start_errno;           /* and the errno of that step */
 	struct sandbox_job *sb;
 	struct sandbox_verdict verdict;
 	long log_max, log_written;
@@ -471,6 +472,7 @@ static void check_exec(struct job *j)
 		return;
 	if (rc == 0)
 		j->start_error[0] = 0;
+	j->start_errno = rc < 0 ? -rc : 0;
 	drop_fd(j, &j->execfd, 1);
 }
 
@@ -536,8 +538,10 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	char tail[TAIL_BYTES + 1];
 	tail_text(j, tail, sizeof tail);
 	x.tail = tail;
-	if (j->start_error[0])
+	if (j->start_error[0]) {
 		x.start_error = j->start_error;
+		x.start_errno = j->start_errno;
+	}
 	job_close_fds(j);
 	j->cb->on_exit(j->owner, j, &x);
 }

@@ -22,6 +22,7 @@ struct job_exit {
 	const char *tail;      /* last bytes of its stdout+stderr, NUL-terminated, valid UTF-8 */
 	const char *start_error; /* non-NULL: it never ran — the step between fork and exec that
 	                            failed, with its reason (the sandbox could not be built, exec) */
+	int start_errno;       /* with start_error: that step's errno (E2BIG: argv too long) */
 	/* Set when the sandbox ended the job: code "sandbox_violation" (the seccomp filter killed
 	 * it) or "resource_limit" (memory, CPU time or file size; limit names the config key). */
 	const char *sandbox_code;

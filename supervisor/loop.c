@@ -223,6 +223,19 @@ void loop_set_turn_hook(struct loop *l, loop_turn_cb cb, void *arg)
 	l->turn_arg = arg;
 }
 
+/* ms until the next live timer (-1 if none), capped at a minute; dead heads are freed. */
+static int next_wait(struct loop *l)
+{
+	while (l->nheap && l->heap[0]->dead)
+		free(heap_pop(l));
+	if (!l->nheap)
+		return -1;
+	int64_t d = l->heap[0]->when - loop_now();
+	if (d < 0)
+		d = 0;
+	return d > 60000 ? 60000 : (int)d;
+}
+
 /* Fire due timers; return ms until the next live one (-1 if none). */
 static int run_timers(struct loop *l)
 {
@@ -241,14 +254,7 @@ static int run_timers(struct loop *l)
 		if (l->stop)
 			return 0;
 	}
-	while (l->nheap && l->heap[0]->dead)
-		free(heap_pop(l));
-	if (!l->nheap)
-		return -1;
-	int64_t d = l->heap[0]->when - loop_now();
-	if (d < 0)
-		d = 0;
-	return d > 60000 ? 60000 : (int)d;
+	return next_wait(l);
 }
 
 int loop_run_once(struct loop *l, int max_wait_ms)
@@ -256,11 +262,15 @@ int loop_run_once(struct loop *l, int max_wait_ms)
 	int wait = run_timers(l);
 	if (l->stop)
 		return 0;
+	/* The turn hook runs before sleeping so work queued by timers is flushed too.  It may arm
+	 * timers of its own (the commit retry), so the sleep is computed after it: a deadline set
+	 * there must bound this very wait, not the next one. */
+	if (l->turn_cb) {
+		l->turn_cb(l, l->turn_arg);
+		wait = next_wait(l);
+	}
 	if (max_wait_ms >= 0 && (wait < 0 || wait > max_wait_ms))
 		wait = max_wait_ms;
-	/* The turn hook runs before sleeping so work queued by timers is flushed too. */
-	if (l->turn_cb)
-		l->turn_cb(l, l->turn_arg);
 	struct epoll_event evs[64];
 	int n = epoll_wait(l->epfd, evs, 64, wait);
 	if (n < 0) {

@@ -129,6 +129,8 @@ static void on_signal(struct loop *l, int fd, uint32_t ev, void *arg)
 	}
 }
 
+#define COMMIT_RETRY_MS 200   /* a failing commit is retried this often, whatever else happens */
+
 struct runctx {
 	struct supervisor *sv;
 	struct loop_timer *retry;      /* commit retry after a failed fdatasync */
@@ -152,11 +154,14 @@ static void on_turn(struct loop *l, void *arg)
 	int err = sv->persist ? persist_commit(sv->persist) : 0;
 	if (err < 0) {
 		if (!rc->commit_failing)
-			fplog(&sv->log, FPLOG_CRITICAL, NULL, "journal commit failed (%s); holding every answer until it succeeds",
-			      strerror(-err));
+			fplog(&sv->log, FPLOG_CRITICAL, NULL, "journal commit failed (%s); answers that depend on it "
+			      "are held until it succeeds, new changes are refused (storage_unavailable)", strerror(-err));
 		rc->commit_failing = 1;
 		if (!rc->retry)
-			rc->retry = loop_timer_in(l, 200, wake_cb, rc);
+			rc->retry = loop_timer_in(l, COMMIT_RETRY_MS, wake_cb, rc);
+		/* What depends on nothing uncommitted (ping, reads of durable tasks, refusals) still
+		 * goes out. */
+		server_flush(sv->server);
 		return;
 	}
 	if (rc->commit_failing)
@@ -167,6 +172,22 @@ static void on_turn(struct loop *l, void *arg)
 	server_flush(sv->server);
 	if (sv->persist)
 		persist_maybe_compact(sv->persist);
+}
+
+/* At shutdown: one last commit.  If it fails, what is held was never promised and is never
+ * sent; but the caller must not claim a clean exit, so this says so on stderr. */
+static int shutdown_commit(struct supervisor *sv)
+{
+	if (!sv->persist)
+		return 0;
+	size_t pending = persist_pending(sv->persist);
+	int rc = persist_commit(sv->persist);
+	if (rc < 0) {
+		fprintf(stderr, "forkpoint: exiting with %zu journal bytes that could not be made durable (%s): "
+		        "the answers that depended on them were never sent\n", pending, strerror(-rc));
+		fplog(&sv->log, FPLOG_CRITICAL, NULL, "shutting down with uncommitted changes: %s", strerror(-rc));
+	}
+	return rc;
 }
 
 static void collect_cb(struct loop *l, void *arg)
@@ -310,7 +331,9 @@ static int cmd_mcp(int argc, char **argv)
 	}
 	ret = 0;
 out:
-	if (sv.server && (!sv.persist || persist_commit(sv.persist) == 0)) {
+	if (sv.server && shutdown_commit(&sv) < 0)
+		ret = 1;
+	else if (sv.server) {
 		server_release(sv.server);
 		server_flush(sv.server);
 		server_drain(sv.server, 2000);

@@ -24,6 +24,9 @@ struct persist {
 	int64_t last_progress_flush;
 	struct loop_timer *progress_timer;
 	uint64_t snapshot_bytes;
+	uint64_t gen;                         /* records appended so far (this process) */
+	uint64_t durable_gen;                 /* gen at the last successful commit */
+	int fault;                            /* -errno of the last failed commit, 0 when healthy */
 	struct blob_store blobs;
 	char (*release)[BLOB_HEX_LEN + 1];    /* superseded blobs, deleted after the next commit */
 	size_t nrelease, caprelease;
@@ -61,11 +64,21 @@ static void kv_double(struct frame_map *r, const char *k, double v)
 	frame_pack_kv_double(&r->pk, k, v);
 }
 
-static int rec_end(struct persist *p, struct frame_map *r, uint8_t type)
+/* Append the record built in r (and free it).  The caller acts on the result: a record that
+ * could not be appended is a promise that must not be made, so the change it describes is not
+ * made either.  A successful append marks the task (when there is one) as depending on the
+ * next commit, for persist_task_durable(). */
+static int rec_end(struct persist *p, struct frame_map *r, uint8_t type, struct task *t)
 {
-	int rc = journal_append(p->j, type, r->sb.data, r->sb.size);
-	if (rc < 0)
-		fplog(&p->sv->log, FPLOG_CRITICAL, NULL, "journal append failed: %s", strerror(-rc));
+	int rc = p->read_only ? -EROFS : journal_append(p->j, type, r->sb.data, r->sb.size);
+	if (rc < 0) {
+		fplog(&p->sv->log, FPLOG_ERROR, t ? t->id : NULL, "journal append of a %s record (%zu bytes) failed: %s",
+		      persist_type_name(type), (size_t)r->sb.size, strerror(-rc));
+	} else {
+		p->gen++;
+		if (t)
+			t->journal_gen = p->gen;
+	}
 	msgpack_sbuffer_destroy(&r->sb);
 	return rc;
 }
@@ -76,10 +89,23 @@ int persist_append(struct persist *p, uint8_t type, const void *payload, size_t 
 		return -EROFS;
 	if (type < REC_EXT_FIRST || type > REC_EXT_LAST)
 		return -EINVAL;
-	return journal_append(p->j, type, payload, len);
+	int rc = journal_append(p->j, type, payload, len);
+	if (rc == 0)
+		p->gen++;
+	return rc;
 }
 
-void persist_created(struct persist *p, const struct task *t)
+int persist_fault(const struct persist *p)
+{
+	return p && !p->read_only ? p->fault : 0;
+}
+
+int persist_task_durable(const struct persist *p, const struct task *t)
+{
+	return !p || p->read_only || t->journal_gen <= p->durable_gen;
+}
+
+int persist_created(struct persist *p, struct task *t)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 4);
@@ -87,10 +113,10 @@ void persist_created(struct persist *p, const struct task *t)
 	kv_str(&r, "tool", t->tool_name);
 	kv_json(&r, "args", t->args);
 	kv_int(&r, "at", t->created_ms);
-	rec_end(p, &r, REC_CREATE);
+	return rec_end(p, &r, REC_CREATE, t);
 }
 
-void persist_started(struct persist *p, const struct task *t)
+int persist_started(struct persist *p, struct task *t)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 4);
@@ -98,7 +124,7 @@ void persist_started(struct persist *p, const struct task *t)
 	kv_int(&r, "attempt", t->attempt);
 	kv_int(&r, "at", t->started_ms);
 	kv_json(&r, "sandbox", t->sandbox);   /* the sandbox this attempt really got */
-	rec_end(p, &r, REC_START);
+	return rec_end(p, &r, REC_START, t);
 }
 
 static void write_progress(struct persist *p, const struct task *t)
@@ -109,7 +135,8 @@ static void write_progress(struct persist *p, const struct task *t)
 	kv_str(&r, "msg", t->progress_msg);
 	kv_double(&r, "fraction", t->fraction);
 	kv_int(&r, "at", t->updated_ms);
-	rec_end(p, &r, REC_PROGRESS);
+	/* Not a promise: a lost one is harmless, and a read need not wait for it (no task mark). */
+	rec_end(p, &r, REC_PROGRESS, NULL);
 }
 
 static void progress_timer_cb(struct loop *l, void *arg)
@@ -234,14 +261,14 @@ int persist_checkpoint(struct persist *p, struct task *t)
 	else
 		kv_bin(&r, "data", t->checkpoint, t->checkpoint_len);
 	kv_int(&r, "at", t->updated_ms);
-	int rc = rec_end(p, &r, REC_CHECKPOINT);
+	int rc = rec_end(p, &r, REC_CHECKPOINT, t);
 	/* Only a record in the batch can supersede the old one. */
 	if (rc == 0 && old[0] && strcmp(old, t->checkpoint_blob) != 0)
 		release_later(p, old);
 	return rc;
 }
 
-void persist_asked(struct persist *p, const struct task *t)
+int persist_asked(struct persist *p, struct task *t)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 5);
@@ -250,10 +277,10 @@ void persist_asked(struct persist *p, const struct task *t)
 	kv_str(&r, "prompt", t->question_prompt);
 	kv_json(&r, "choices", t->question_choices);
 	kv_int(&r, "at", t->updated_ms);
-	rec_end(p, &r, REC_ASK);
+	return rec_end(p, &r, REC_ASK, t);
 }
 
-void persist_answered(struct persist *p, const struct task *t, const char *qid, const cJSON *response)
+int persist_answered(struct persist *p, struct task *t, const char *qid, const cJSON *response)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 4);
@@ -261,7 +288,7 @@ void persist_answered(struct persist *p, const struct task *t, const char *qid, 
 	kv_str(&r, "qid", qid);
 	kv_json(&r, "response", response);
 	kv_int(&r, "at", loop_wall_ms());
-	rec_end(p, &r, REC_ANSWER);
+	return rec_end(p, &r, REC_ANSWER, t);
 }
 
 int persist_store_result(struct persist *p, struct task *t, const char *text, size_t len)
@@ -333,7 +360,7 @@ int persist_finished(struct persist *p, struct task *t)
 	kv_json(&r, "error", t->error);
 	kv_int(&r, "at", t->finished_ms);
 	kv_int(&r, "expires", t->expires_ms);
-	rc = rec_end(p, &r, REC_FINISH);
+	rc = rec_end(p, &r, REC_FINISH, t);
 	free(text);
 	/* A finished task never resumes: its checkpoint goes once the outcome is durable. */
 	if (rc == 0 && t->checkpoint_blob[0]) {
@@ -348,7 +375,7 @@ int persist_finished(struct persist *p, struct task *t)
 	return rc;
 }
 
-void persist_retry(struct persist *p, const struct task *t)
+int persist_retry(struct persist *p, struct task *t)
 {
 	struct frame_map r;
 	frame_map_begin(&r, 5);
@@ -357,7 +384,7 @@ void persist_retry(struct persist *p, const struct task *t)
 	kv_int(&r, "notBefore", t->not_before);
 	kv_str(&r, "msg", t->progress_msg);
 	kv_int(&r, "at", t->updated_ms);
-	rec_end(p, &r, REC_RETRY);
+	return rec_end(p, &r, REC_RETRY, t);
 }
 
 int persist_expired(struct persist *p, const char *id, int64_t until)
@@ -366,7 +393,7 @@ int persist_expired(struct persist *p, const char *id, int64_t until)
 	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
-	return rec_end(p, &r, REC_EXPIRE);
+	return rec_end(p, &r, REC_EXPIRE, NULL);
 }
 
 void persist_release(struct persist *p, const struct task *t)
@@ -437,9 +464,9 @@ static int snap_task(struct persist *p, struct task *t)
 	kv_result(&r, t, text);
 	kv_int(&r, "mcp", t->result_is_mcp);
 	kv_json(&r, "error", t->error);
-	rec_end(p, &r, REC_SNAP_TASK);
+	rc = rec_end(p, &r, REC_SNAP_TASK, NULL);
 	free(text);
-	return 0;
+	return rc;
 }
 
 /* ---- commit and compaction -------------------------------------------------------------------- */
@@ -461,11 +488,19 @@ int persist_commit(struct persist *p)
 		p->ndirty = 0;
 		p->last_progress_flush = now;
 	}
-	if (journal_pending_bytes(p->j) == 0)
+	if (journal_pending_bytes(p->j) == 0) {
+		p->durable_gen = p->gen;
+		p->fault = 0;
 		return 0;
+	}
 	int rc = journal_commit(p->j);
-	if (rc == 0)
+	if (rc == 0) {
+		p->durable_gen = p->gen;
 		release_blobs(p);
+	}
+	/* A compaction's -EBUSY is the journal's own business, not a storage fault. */
+	if (rc != -EBUSY)
+		p->fault = rc;
 	return rc;
 }
 
@@ -486,6 +521,7 @@ static int cmp_str(const void *a, const void *b)
 
 struct snapctx {
 	struct persist *p;
+	int rc;
 };
 
 static void snap_tomb(void *arg, const char *id, int64_t until)
@@ -495,7 +531,9 @@ static void snap_tomb(void *arg, const char *id, int64_t until)
 	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
-	rec_end(c->p, &r, REC_SNAP_TOMB);
+	int rc = rec_end(c->p, &r, REC_SNAP_TOMB, NULL);
+	if (rc < 0 && c->rc == 0)
+		c->rc = rc;
 }
 
 int persist_compact(struct persist *p)
@@ -529,9 +567,11 @@ int persist_compact(struct persist *p)
 		if (t->result_blob[0])
 			keep[nblobs++] = t->result_blob;
 	}
-	struct snapctx c = { p };
-	if (rc == 0)
+	struct snapctx c = { p, 0 };
+	if (rc == 0) {
 		tasks_tombstone_each(p->sv->tasks, snap_tomb, &c);
+		rc = c.rc;
+	}
 	if (rc == 0 && p->sv->transfers)
 		rc = transfer_snapshot(p->sv->transfers);
 	if (rc == 0)

@@ -5,8 +5,11 @@
  *
  * The promises (task accepted, answer recorded, checkpoint stored, cancel requested, terminal
  * state) are appended by the calls below in the same loop turn as the change, and the turn's
- * responses and job frames are held back until persist_commit() has made them durable.
- * Progress is not a promise: it is coalesced per task and written with the next batch. */
+ * responses and job frames are held back until persist_commit() has made them durable.  A
+ * record that cannot be appended is reported to the caller, which then does not make the
+ * change.  While commits fail (persist_fault), the held answers stay held until a retry
+ * succeeds, and new changes are refused by the callers.  Progress is not a promise: it is
+ * coalesced per task and written with the next batch. */
 #ifndef FP_PERSIST_H
 #define FP_PERSIST_H
 
@@ -44,16 +47,20 @@ const char *persist_type_name(int type);
 void persist_close(struct persist *p);
 uint64_t persist_records_replayed(const struct persist *p);
 
-void persist_created(struct persist *p, const struct task *t);
-void persist_started(struct persist *p, const struct task *t);
+/* The record writers below append one record each, in the same loop turn as the change they
+ * describe.  They return 0, or -errno when the record could not be appended (-EMSGSIZE over
+ * the journal's record limit, -ENOMEM, -EROFS): then nothing about it may be promised, and
+ * the caller must not make (or must undo) the change in memory. */
+int persist_created(struct persist *p, struct task *t);
+int persist_started(struct persist *p, struct task *t);
 void persist_progress(struct persist *p, struct task *t);   /* marks dirty; coalesced */
 /* Store checkpoint bytes (large ones as a blob, durably) and record it.  The blob of the
  * checkpoint it replaces is deleted after the commit that makes this record durable (never
  * before: until then a crash replays the old one), unless another task refers to it.
  * 0, -EDQUOT over server.stateDirMaxMB, or -errno. */
 int persist_checkpoint(struct persist *p, struct task *t);
-void persist_asked(struct persist *p, const struct task *t);
-void persist_answered(struct persist *p, const struct task *t, const char *qid, const cJSON *response);
+int persist_asked(struct persist *p, struct task *t);
+int persist_answered(struct persist *p, struct task *t, const char *qid, const cJSON *response);
 /* Store a large result's JSON text as a blob, durably, before any record names it: sets
  * t->result_blob and t->result_bytes.  0, -EDQUOT over server.stateDirMaxMB, or -errno (the
  * task then keeps the text and tries again). */
@@ -65,11 +72,19 @@ struct blob_store *persist_blob_store(struct persist *p);
 /* Terminal state (a result already in t->result_blob is referenced, a large one in t->result
  * goes to a blob).  0 or -errno. */
 int persist_finished(struct persist *p, struct task *t);
-void persist_retry(struct persist *p, const struct task *t);
-int persist_expired(struct persist *p, const char *id, int64_t until);   /* 0 or -errno */
+int persist_retry(struct persist *p, struct task *t);
+int persist_expired(struct persist *p, const char *id, int64_t until);
 /* The blobs of a task that is going away (after its EXPIRE record): deleted after the next
  * commit, unless another task refers to them. */
 void persist_release(struct persist *p, const struct task *t);
+
+/* 0 while commits succeed; -errno of the last failed commit while they fail (ENOSPC, EIO):
+ * then new promises must be refused up front (storage_unavailable), as they could not be
+ * kept.  Cleared by the first commit that succeeds. */
+int persist_fault(const struct persist *p);
+/* 1 if every record appended about t is durable: a read of t may then be answered at once,
+ * even while a later batch is still waiting for its commit. */
+int persist_task_durable(const struct persist *p, const struct task *t);
 
 /* Make everything appended durable (one write + one fdatasync).  0, or -errno (the batch stays
  * and is retried on the next call; nothing that depends on it may be released). */

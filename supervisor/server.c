@@ -10,6 +10,7 @@
 #include "era2026.h"
 #include "facade.h"
 #include "jsonrpc.h"
+#include "persist.h"
 #include "schema.h"
 #include "server_int.h"
 #include "session.h"
@@ -86,6 +87,10 @@ struct server {
 	long next_out_id;
 	struct era2026 *era;   /* requests of the 2026-07-28 (stateless) era */
 	struct loop_timer *progress_timer;   /* sends progress held back by the rate limit */
+	/* The message being handled observes nothing that waits for a commit (ping, tools/list, a
+	 * read of durable tasks, a refusal): its answer need not wait for the turn's commit, and
+	 * so keeps flowing while commits fail.  Set per message, cleared after it. */
+	int answer_now;
 };
 
 #define RELATED_TASK "io.modelcontextprotocol/related-task"
@@ -93,10 +98,55 @@ struct server {
 
 /* ---- sending ------------------------------------------------------------------------ */
 
+/* Every message out goes through here.  One that may depend on records not yet durable is
+ * held until the turn's commit (server_release); one that cannot is released at once.  When
+ * nothing at all waits for a commit, nothing a message could observe is undurable. */
 static void send_line(struct msess *ms, char *line)
 {
-	if (session_send(ms->io, line) < 0)
+	struct persist *p = ms->srv->sv->persist;
+	int now = ms->srv->answer_now || !p || persist_pending(p) == 0;
+	if ((now ? session_send_now(ms->io, line) : session_send(ms->io, line)) < 0)
 		fplog(&ms->srv->sv->log, FPLOG_ERROR, NULL, "out of memory queueing a message");
+}
+
+/* 1 if every task is durable as it is now: a list of them may then be answered at once. */
+static int all_durable(struct supervisor *sv)
+{
+	if (!sv->persist || persist_pending(sv->persist) == 0)
+		return 1;
+	for (struct task *t = tasks_newest(sv->tasks); t; t = t->next)
+		if (!persist_task_durable(sv->persist, t))
+			return 0;
+	return 1;
+}
+
+/* Tools that change nothing: answered while the journal cannot take records. */
+static int builtin_reads(const char *name)
+{
+	return strcmp(name, "durable_task_get") == 0 || strcmp(name, "durable_task_list") == 0 ||
+	       strcmp(name, "file_transfer_read") == 0 || strcmp(name, "file_transfer_status") == 0;
+}
+
+/* Before a built-in tool runs: 1 and *result if it is a write refused because storage is
+ * failing; else 0, with srv->answer_now set when its answer can observe only durable state. */
+static int builtin_gate(struct server *srv, const char *name, const cJSON *args, cJSON **result)
+{
+	struct supervisor *sv = srv->sv;
+	int fault = persist_fault(sv->persist);
+	if (!builtin_reads(name) && fault < 0) {
+		*result = facade_storage_error(fault);
+		srv->answer_now = 1;
+		return 1;
+	}
+	if (strcmp(name, "durable_task_get") == 0) {
+		const cJSON *id = cJSON_GetObjectItemCaseSensitive(args, "taskId");
+		struct task *t = cJSON_IsString(id) ? tasks_find(sv->tasks, id->valuestring) : NULL;
+		if (t && persist_task_durable(sv->persist, t))
+			srv->answer_now = 1;
+	} else if (strcmp(name, "durable_task_list") == 0 && all_durable(sv)) {
+		srv->answer_now = 1;
+	}
+	return 0;
 }
 
 static void reply(struct msess *ms, const cJSON *id, cJSON *result)
@@ -378,12 +428,12 @@ static void on_response(struct msess *ms, const struct rpc_msg *m)
 		const cJSON *answer = t && t->status == TASK_INPUT_REQUIRED && t->question_id &&
 			strcmp(t->question_id, o->qid) == 0 ? server_elicited_answer(t, m->result) : NULL;
 		free(o);
-		if (answer) {
-			tasks_respond(srv->sv->tasks, t, answer);
+		/* An answer that could not be recorded is not taken: as if declined. */
+		if (answer && tasks_respond(srv->sv->tasks, t, answer) == 0)
 			return;
-		}
-		/* Declined, cancelled or malformed: the question stays open for durable_task_respond,
-		 * and a plain call still waiting on it gets the task handle to do that with. */
+		/* Declined, cancelled, malformed or not recordable: the question stays open for
+		 * durable_task_respond, and a plain call still waiting on it gets the task handle to
+		 * do that with. */
 		for (struct pending *p = srv->pending, *next; t && p; p = next) {
 			next = p->next;
 			if (p->kind == PEND_CALL && p->t == t && p->ms == ms)
@@ -610,7 +660,9 @@ int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, se
 {
 	struct supervisor *sv = srv->sv;
 	int rc = 1;
-	if (facade_is_tool(name)) {
+	if ((facade_is_tool(name) || transfer_is_tool(name)) && builtin_gate(srv, name, args, result)) {
+		/* refused: storage is failing and this call would change something */
+	} else if (facade_is_tool(name)) {
 		*result = facade_call(sv, name, server_tool_schema(srv, name), args);
 	} else if (!transfer_is_tool(name)) {
 		return 0;
@@ -640,12 +692,52 @@ int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, se
 	return rc;
 }
 
+/* The arguments as compact JSON (as they are journaled and sent to the job; the schema's
+ * defaults add little), against server.maxArgumentsBytes: a call over it is refused before
+ * anything exists, so a create record is always writable and a start frame always fits.
+ * 0, or -E2BIG / -ENOMEM with *failure. */
+static int check_size(struct supervisor *sv, const cJSON *args, cJSON **failure)
+{
+	char *text = cJSON_PrintUnformatted(args);
+	if (!text) {
+		*failure = facade_error("internal_error", "out of memory", 1, "Call the tool again.");
+		return -ENOMEM;
+	}
+	size_t n = strlen(text);
+	free(text);
+	long max = sv->cfg->server.max_arguments_bytes;
+	if (n <= (size_t)max)
+		return 0;
+	char msg[300];
+	snprintf(msg, sizeof msg, "The arguments are %zu bytes as JSON; this server accepts at most %ld "
+	         "(server.maxArgumentsBytes).", n, max);
+	cJSON *env = task_envelope("invalid_arguments", msg, 0,
+		"Pass large data as a file (file_transfer_open) and its handle as the argument, or ask the "
+		"operator to raise server.maxArgumentsBytes.");
+	cJSON_AddStringToObject(env, "param", "");
+	*failure = facade_failure(env);
+	return -E2BIG;
+}
+
 int server_start_task(struct supervisor *sv, const struct tool_cfg *tool, cJSON *args, struct task **out,
                       cJSON **failure)
 {
 	char err[512], field[256];
 	*out = NULL;
 	*failure = NULL;
+	int rc = persist_fault(sv->persist);
+	if (rc < 0) {
+		/* Nothing could be promised: refuse before anything is made, and say so at once. */
+		cJSON_Delete(args);
+		*failure = facade_storage_error(rc);
+		if (sv->server)
+			sv->server->answer_now = 1;
+		return rc;
+	}
+	if ((rc = check_size(sv, args, failure)) < 0) {
+		cJSON_Delete(args);
+		return rc;
+	}
 	if (schema_validate(tool->input_schema, args, err, sizeof err, field, sizeof field) < 0) {
 		cJSON_Delete(args);
 		cJSON *env = task_envelope("invalid_arguments", err, 1,
@@ -654,12 +746,17 @@ int server_start_task(struct supervisor *sv, const struct tool_cfg *tool, cJSON 
 		*failure = facade_failure(env);
 		return -EINVAL;
 	}
-	int rc = tasks_create(sv->tasks, tool, args, out);
+	rc = tasks_create(sv->tasks, tool, args, out);
 	if (rc == -ENOBUFS)
 		*failure = facade_error("queue_full", "Too many tasks are waiting to run.", 1,
 			"Wait for running tasks to finish (durable_task_list), then call the tool again.");
-	else if (rc < 0)
+	else if (rc == -ENOMEM)
 		*failure = facade_error("internal_error", strerror(-rc), 1, "Call the tool again.");
+	else if (rc == -EMSGSIZE)
+		*failure = facade_error("invalid_arguments", "The arguments are too large to be recorded.", 0,
+			"Pass large data as a file (file_transfer_open) and its handle as the argument.");
+	else if (rc < 0)
+		*failure = facade_storage_error(rc);
 	return rc;
 }
 
@@ -797,8 +894,28 @@ static struct task *task_param(struct msess *ms, const cJSON *id, const cJSON *p
 static void m_tasks_get(struct msess *ms, const cJSON *id, const cJSON *params)
 {
 	struct task *t = task_param(ms, id, params);
+	if (t && persist_task_durable(ms->srv->sv->persist, t))
+		ms->srv->answer_now = 1;
 	if (t)
 		reply(ms, id, native_task(t));
+}
+
+int server_refuse_if_faulted(struct msess *ms, const cJSON *id)
+{
+	int fault = persist_fault(ms->srv->sv->persist);
+	if (fault == 0)
+		return 0;
+	char msg[200];
+	const char *name = strerrorname_np(-fault);
+	snprintf(msg, sizeof msg, "storage_unavailable: the server cannot store anything durably right now (%s); "
+	         "nothing was done, call again later", name ? name : strerror(-fault));
+	cJSON *data = cJSON_CreateObject();
+	cJSON_AddStringToObject(data, "code", "storage_unavailable");
+	cJSON_AddStringToObject(data, "errno", name ? name : "unknown");
+	cJSON_AddBoolToObject(data, "retryable", 1);
+	ms->srv->answer_now = 1;
+	server_reply_error(ms, id, RPC_INTERNAL_ERROR, msg, data);
+	return 1;
 }
 
 static void m_tasks_result(struct msess *ms, const cJSON *id, const cJSON *params)
@@ -854,7 +971,7 @@ static void m_tasks_list(struct msess *ms, const cJSON *id, const cJSON *params)
 static void m_tasks_cancel(struct msess *ms, const cJSON *id, const cJSON *params)
 {
 	struct task *t = task_param(ms, id, params);
-	if (!t)
+	if (!t || server_refuse_if_faulted(ms, id))
 		return;
 	if (TASK_TERMINAL(t->status)) {
 		reply_error(ms, id, RPC_INVALID_PARAMS, "Cannot cancel a task that is already completed, failed or cancelled");
@@ -924,9 +1041,19 @@ static void dispatch(struct msess *ms, struct rpc_msg *m)
 	/* A request that names its protocol version in _meta stands alone (2026-07-28): no
 	 * initialize, its capabilities travel with it. */
 	if (era2026_claims(m->params)) {
+		if (strcmp(method, "server/discover") == 0 || strcmp(method, "tools/list") == 0 ||
+		    strcmp(method, "resources/templates/list") == 0)
+			ms->srv->answer_now = 1;   /* housekeeping: see below */
 		era2026_request(ms->srv->era, ms, m->id, method, m->params);
 		return;
 	}
+	/* Protocol housekeeping promises nothing: it answers at once, even while commits fail. */
+	int housekeeping = strcmp(method, "ping") == 0 || strcmp(method, "initialize") == 0 ||
+	                   !ms->initialized || strcmp(method, "tools/list") == 0 ||
+	                   strcmp(method, "logging/setLevel") == 0 ||
+	                   strcmp(method, "resources/templates/list") == 0;
+	if (housekeeping)
+		ms->srv->answer_now = 1;
 	if (strcmp(method, "ping") == 0) {
 		reply(ms, m->id, cJSON_CreateObject());
 		return;
@@ -959,6 +1086,7 @@ static void dispatch(struct msess *ms, struct rpc_msg *m)
 	else {
 		char msg[200];
 		snprintf(msg, sizeof msg, "Method not found: %.100s", method);
+		ms->srv->answer_now = 1;
 		reply_error(ms, m->id, RPC_METHOD_NOT_FOUND, msg);
 	}
 }
@@ -967,13 +1095,16 @@ static void on_line(void *arg, const char *line, size_t len)
 {
 	struct msess *ms = arg;
 	if (!line) {
+		ms->srv->answer_now = 1;
 		reply_error(ms, NULL, RPC_INVALID_REQUEST, "Invalid Request: message larger than 64 MiB");
+		ms->srv->answer_now = 0;
 		return;
 	}
 	struct rpc_msg m;
 	rpc_parse(line, len, &m);
 	switch (m.kind) {
 	case RPC_INVALID:
+		ms->srv->answer_now = 1;
 		/* A broken notification gets no answer; everything else gets the error with the id
 		 * we could recover (null when none). */
 		if (!(m.err_code == RPC_INVALID_PARAMS && !m.id))
@@ -986,6 +1117,7 @@ static void on_line(void *arg, const char *line, size_t len)
 		dispatch(ms, &m);
 		break;
 	}
+	ms->srv->answer_now = 0;
 	rpc_msg_free(&m);
 }
 

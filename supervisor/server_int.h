@@ -20,6 +20,11 @@ struct transfers;
 void server_reply(struct msess *ms, const cJSON *id, cJSON *result);
 void server_reply_error(struct msess *ms, const cJSON *id, int code, const char *msg, cJSON *data);
 
+/* Before a change requested through the native task API: while the journal cannot take records
+ * (persist_fault), answer the JSON-RPC error -32603 with data {code: storage_unavailable, errno,
+ * retryable: true} at once and return 1; else 0, nothing sent. */
+int server_refuse_if_faulted(struct msess *ms, const cJSON *id);
+
 /* One page of tools/list: {tools, nextCursor?} (caller frees), or NULL for an invalid cursor. */
 cJSON *server_tools_page(struct server *srv, const cJSON *cursor);
 /* inputSchema of a listed tool (borrowed), or NULL. */

@@ -22,7 +22,8 @@ struct session {
 	session_eof_cb on_eof;
 	void *arg;
 	struct wbuf in;
-	struct wbuf out;
+	struct wbuf out;     /* released: written as the peer reads */
+	struct wbuf hold;    /* queued lines waiting for session_release(), in order */
 	int skipping;        /* inside an oversized line: drop bytes until newline */
 	int reading;         /* in_fd registered for EPOLLIN */
 	int out_registered;
@@ -32,8 +33,7 @@ struct session {
 	 * one is read from a zero-delay timer and output to one is written directly. */
 	int in_file, out_file;
 	struct loop_timer *in_timer;
-	size_t held;         /* bytes at the end of out not yet released (see session_release) */
-	int paused;          /* input processing stopped at OUT_HIGH, until out drains to OUT_LOW */
+	int paused;          /* input processing stopped at OUT_HIGH, until the queue drains to OUT_LOW */
 	struct loop_timer *resume_timer;
 	session_flow_cb on_flow;
 	void *flow_arg;
@@ -51,17 +51,23 @@ static void in_timer_cb(struct loop *l, void *arg)
 
 static size_t writable(const struct session *s)
 {
-	return wbuf_pending(&s->out) - s->held;
+	return wbuf_pending(&s->out);
+}
+
+/* Everything queued, released or not: what backpressure counts. */
+static size_t queued(const struct session *s)
+{
+	return wbuf_pending(&s->out) + wbuf_pending(&s->hold);
 }
 
 int session_congested(const struct session *s)
 {
-	return s->paused || wbuf_pending(&s->out) >= OUT_HIGH;
+	return s->paused || queued(s) >= OUT_HIGH;
 }
 
 static void update_events(struct session *s)
 {
-	int want_in = !s->eof && !s->paused && !session_congested(s);
+	int want_in = !s->eof && !session_congested(s);
 	int want_out = writable(s) > 0 && !s->out_broken;
 	if (s->in_file) {
 		if (want_in && !s->in_timer)
@@ -192,7 +198,7 @@ static void resume_cb(struct loop *l, void *arg)
 
 static void maybe_resume(struct session *s)
 {
-	if (s->paused && !s->resume_timer && wbuf_pending(&s->out) <= OUT_LOW)
+	if (s->paused && !s->resume_timer && queued(s) <= OUT_LOW)
 		s->resume_timer = loop_timer_in(s->loop, 0, resume_cb, s);
 }
 
@@ -208,7 +214,7 @@ void session_flush(struct session *s)
 			/* The client is gone; keep serving nothing to it, drop what was queued. */
 			s->out_broken = 1;
 			wbuf_consume(&s->out, wbuf_pending(&s->out));
-			s->held = 0;
+			wbuf_consume(&s->hold, wbuf_pending(&s->hold));
 			break;
 		}
 		wbuf_consume(&s->out, (size_t)n);
@@ -284,6 +290,7 @@ void session_free(struct session *s)
 		close(s->out_fd);
 	wbuf_free(&s->in);
 	wbuf_free(&s->out);
+	wbuf_free(&s->hold);
 	free(s);
 }
 
@@ -293,7 +300,7 @@ void session_set_flow_cb(struct session *s, session_flow_cb cb, void *arg)
 	s->flow_arg = arg;
 }
 
-int session_send(struct session *s, char *line)
+static int queue_line(struct session *s, struct wbuf *b, char *line)
 {
 	if (!line)
 		return -ENOMEM;
@@ -301,23 +308,49 @@ int session_send(struct session *s, char *line)
 	if (!s->out_broken) {
 		size_t n = strlen(line);
 		line[n] = '\n';   /* overwrite the NUL: one append, one line */
-		rc = wbuf_append(&s->out, line, n + 1);
-		if (rc == 0)
-			s->held += n + 1;
+		rc = wbuf_append(b, line, n + 1);
 	}
 	free(line);
 	return rc;
 }
 
+int session_send(struct session *s, char *line)
+{
+	return queue_line(s, &s->hold, line);
+}
+
+int session_send_now(struct session *s, char *line)
+{
+	int rc = queue_line(s, &s->out, line);
+	if (rc == 0)
+		update_events(s);
+	return rc;
+}
+
+/* The held lines join the released stream behind what is already there, in the order they
+ * were queued. */
 void session_release(struct session *s)
 {
-	s->held = 0;
+	size_t n = wbuf_pending(&s->hold);
+	if (n && wbuf_pending(&s->out) == 0) {
+		struct wbuf t = s->out;   /* the usual case: nothing else queued, no copy */
+		s->out = s->hold;
+		s->hold = t;
+		wbuf_consume(&s->hold, n);
+	} else if (n && wbuf_append(&s->out, s->hold.data + s->hold.off, n) == 0) {
+		wbuf_consume(&s->hold, n);
+	}
 	update_events(s);
 }
 
 size_t session_out_pending(const struct session *s)
 {
-	return wbuf_pending(&s->out);
+	return queued(s);
+}
+
+size_t session_held(const struct session *s)
+{
+	return wbuf_pending(&s->hold);
 }
 
 void session_drain(struct session *s, int timeout_ms)

@@ -34,8 +34,16 @@ void session_free(struct session *s);
  * Queued lines are held back until session_release(): a response may depend on journal records
  * of the same loop turn, and must not reach the client before they are durable. */
 int session_send(struct session *s, char *line);
-/* Everything queued so far may be written (called after the turn's journal commit). */
+/* Queue one line that depends on nothing still waiting for a commit (a ping, a read of
+ * durable state): it is released at once and may overtake held lines.  JSON-RPC answers carry
+ * their ids, so their order across requests does not matter; a caller must never use this for
+ * a line that observes a change not yet durable.  Ownership as for session_send(). */
+int session_send_now(struct session *s, char *line);
+/* Everything queued so far may be written (called after the turn's journal commit).  If the
+ * held lines cannot be moved (out of memory) they stay held for the next release. */
 void session_release(struct session *s);
+/* Bytes queued with session_send() and not yet released. */
+size_t session_held(const struct session *s);
 /* Write what is released and can be written without blocking. */
 void session_flush(struct session *s);
 /* At shutdown: write everything released, waiting up to timeout_ms. */

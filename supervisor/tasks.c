@@ -22,6 +22,10 @@
 #define MAX_PROMPT        (64u << 10)
 #define MAX_CHOICES       64
 #define MAX_PROGRESS_MSG  4096
+#define ARGS_ENV_MAX      (64u << 10)   /* larger arguments go to ARGS_FILE_NAME, not the environment */
+#define ARGS_FILE_NAME    ".forkpoint-args.json"
+#define E2BIG_HINT        "An argument placed in the tool's command line is too long (the kernel allows " \
+                          "128 KiB per word); call the tool with a shorter value."
 
 struct tasks_table;
 
@@ -730,8 +734,16 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 	t->question_choices = choices;
 	t->status = TASK_INPUT_REQUIRED;
 	touch(t);
-	if (ts->sv->persist)
-		persist_asked(ts->sv->persist, t);
+	int rc = ts->sv->persist ? persist_asked(ts->sv->persist, t) : 0;
+	if (rc < 0) {
+		/* A question nobody could answer durably: end the attempt rather than wait on it. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The job's question could not be recorded: %s.", strerror(-rc));
+		t->status = TASK_WORKING;
+		fail(ts, t, "internal_error", msg, 1, "The server's storage failed; retry the call later.");
+		job_kill(t->job, NULL);
+		return 0;
+	}
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "input required: %s", t->question_prompt ? t->question_prompt : "");
 	notify(ts, t, TASK_EV_STATUS);
 	return 0;
@@ -1116,8 +1128,9 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 	t->progress_msg = strdup(msg);
 	cJSON_Delete(why);
 	touch(t);
-	if (ts->sv->persist)
-		persist_retry(ts->sv->persist, t);
+	if (ts->sv->persist && persist_retry(ts->sv->persist, t) < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "the retry could not be recorded; after a restart "
+		      "the task resumes as interrupted");
 	fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "%s", msg);
 	schedule(ts, t);
 	notify(ts, t, TASK_EV_PROGRESS);
@@ -1132,7 +1145,12 @@ static void decide_exit(struct tasks *ts, struct task *t, const struct job_exit 
 	char msg[512];
 	cJSON *pending = t->pending_error;
 	t->pending_error = NULL;
-	if (x->start_error) {
+	if (x->start_error && x->start_errno == E2BIG) {
+		/* The arguments, not the server: the same call would fail the same way. */
+		cJSON_Delete(pending);
+		snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
+		fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
+	} else if (x->start_error) {
 		cJSON_Delete(pending);
 		snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
 		fail(ts, t, "job_failed", msg, 1,
@@ -1181,6 +1199,23 @@ static void decide_exit(struct tasks *ts, struct task *t, const struct job_exit 
 	}
 }
 
+/* A finished task never runs again, so our copy of its large arguments and the folders its
+ * job left empty (work/inputs, work/outputs, work) are removed at once: a directory costs a
+ * block, and a trivial task would otherwise keep ~16 KiB on disk until it expires.  Only
+ * empty ones go (rmdir), so whatever the job left, artifacts included, stays until the task's
+ * expiry removes it all. */
+static void prune_work_dir(struct tasks *ts, const struct task *t)
+{
+	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
+	char path[4300];
+	snprintf(path, sizeof path, "%s/tasks/%s/work/" ARGS_FILE_NAME, ts->sv->state_dir, t->id);
+	unlink(path);   /* our copy of the arguments, if they were too large for the environment */
+	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
+		snprintf(path, sizeof path, "%s/tasks/%s/%s", ts->sv->state_dir, t->id, sub[i]);
+		rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */
+	}
+}
+
 static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 {
 	struct task *t = owner;
@@ -1203,6 +1238,8 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 	}
 	fplog(&ts->sv->log, FPLOG_DEBUG, t->id, "job exited (%s %d)", x->exited ? "status" : "signal", x->status);
 	job_free(j);
+	if (TASK_TERMINAL(t->status))
+		prune_work_dir(ts, t);
 	start_next(ts);
 }
 
@@ -1284,6 +1321,90 @@ static void free_strv(char **v)
 	free(v);
 }
 
+/* The arguments for a job's environment.  Small ones travel as FORKPOINT_ARGS; the kernel caps
+ * one environment string at 128 KiB (MAX_ARG_STRLEN) and execve would fail with E2BIG, so
+ * larger ones are written to a file in the work directory, named by FORKPOINT_ARGS_FILE.
+ * Jobs on the frame protocol get them in their start frame either way.  0 and *out, or
+ * -errno with err. */
+static int args_env(const char *work, const char *args_json, char **out, char *err, size_t errlen)
+{
+	size_t n = strlen(args_json);
+	if (n <= ARGS_ENV_MAX) {
+		if (asprintf(out, "FORKPOINT_ARGS=%s", args_json) < 0)
+			goto oom;
+		return 0;
+	}
+	char path[4300];
+	snprintf(path, sizeof path, "%s/" ARGS_FILE_NAME, work);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	int rc = fd < 0 ? -errno : wire_write_full(fd, args_json, n);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	if (asprintf(out, "FORKPOINT_ARGS_FILE=%s", path) < 0)
+		goto oom;
+	return 0;
+oom:
+	*out = NULL;
+	snprintf(err, errlen, "out of memory");
+	return -ENOMEM;
+}
+
+/* A job sees a clean environment: nothing of the supervisor's leaks into it, only what
+ * docs/job-protocol.md lists.  0 and *out (NULL-terminated, for free_strv), or -errno with
+ * err. */
+static int job_env(struct supervisor *sv, const struct task *t, const char *work, char ***out,
+                   char *err, size_t errlen)
+{
+	char *args_json = cJSON_PrintUnformatted(t->args);
+	char **envp = calloc(12, sizeof *envp);
+	int rc = -ENOMEM, e = 0;
+	if (!args_json || !envp)
+		goto oom;
+	if (asprintf(&envp[e++], "PATH=%s:/usr/local/bin:/usr/bin:/bin", sv->bin_dir) < 0 ||
+	    asprintf(&envp[e++], "HOME=%s", work) < 0 ||
+	    asprintf(&envp[e++], "TMPDIR=%s", work) < 0 ||
+	    asprintf(&envp[e++], "LANG=C.UTF-8") < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", t->tool->name) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0) {
+		envp[e - 1] = NULL;   /* asprintf leaves it undefined on failure */
+		goto oom;
+	}
+	if ((rc = args_env(work, args_json, &envp[e++], err, errlen)) < 0)
+		goto fail;
+	free(args_json);
+	*out = envp;
+	return 0;
+oom:
+	snprintf(err, errlen, "out of memory");
+fail:
+	free(args_json);
+	free_strv(envp);
+	return rc;
+}
+
+/* The job could not be started (rc, err say why): the task fails with what fits the cause. */
+static void start_failed(struct tasks *ts, struct task *t, int rc, const char *err)
+{
+	char msg[4500];
+	snprintf(msg, sizeof msg, "The job could not be started: %s.", err);
+	if (rc == -ENOTSUP)   /* sandbox.require cannot be met: refuse rather than run weaker */
+		fail(ts, t, "sandbox_violation", msg, 0,
+		     "The tool demands a sandbox this server cannot provide; tell the operator "
+		     "(forkpoint sandbox-check shows what the host supports).");
+	else if (rc == -E2BIG)   /* the arguments, not the server: the same call fails again */
+		fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
+	else
+		fail(ts, t, "job_failed", msg, 1,
+		     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+}
+
 static void on_timeout(struct loop *l, void *arg)
 {
 	struct task *t = arg;
@@ -1311,7 +1432,6 @@ static int start_job(struct tasks *ts, struct task *t)
 	const struct tool_cfg *tool = t->tool;
 	char dir[4096], work[4200], logp[4200], err[4400];
 	char **argv = NULL, **envp = NULL;
-	char *args_json = NULL;
 	int rc;
 
 	t->queued = 0;
@@ -1352,29 +1472,8 @@ static int start_job(struct tasks *ts, struct task *t)
 			goto fail;
 		}
 	}
-	args_json = cJSON_PrintUnformatted(t->args);
-	envp = calloc(12, sizeof *envp);
-	if (!args_json || !envp) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof err, "out of memory");
+	if ((rc = job_env(sv, t, work, &envp, err, sizeof err)) < 0)
 		goto fail;
-	}
-	/* A job sees a clean environment: nothing of the supervisor's leaks into it. */
-	int e = 0;
-	if (asprintf(&envp[e++], "PATH=%s:/usr/local/bin:/usr/bin:/bin", sv->bin_dir) < 0 ||
-	    asprintf(&envp[e++], "HOME=%s", work) < 0 ||
-	    asprintf(&envp[e++], "TMPDIR=%s", work) < 0 ||
-	    asprintf(&envp[e++], "LANG=C.UTF-8") < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", tool->name) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_ARGS=%s", args_json) < 0) {
-		rc = -ENOMEM;
-		snprintf(err, sizeof err, "out of memory");
-		goto fail;
-	}
 	struct job_spec spec = {
 		.task_id = t->id, .argv = argv, .envp = envp,
 		.cwd = tool->cwd ? tool->cwd : work, .log_path = logp,
@@ -1394,8 +1493,15 @@ static int start_job(struct tasks *ts, struct task *t)
 	touch(t);
 	if (tool->timeout_seconds > 0)
 		t->timeout_timer = loop_timer_in(sv->loop, (int64_t)(tool->timeout_seconds * 1000.0), on_timeout, t);
-	if (sv->persist)
-		persist_started(sv->persist, t);
+	if (sv->persist && (rc = persist_started(sv->persist, t)) < 0) {
+		/* The attempt is not on record: it must not run.  Its start frame is still held, so
+		 * the job has done nothing yet. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The job's start could not be recorded: %s.", strerror(-rc));
+		fail(ts, t, "internal_error", msg, 1, "The server's storage failed; retry the call later.");
+		job_kill(t->job, NULL);
+		goto out;
+	}
 	fplog(&sv->log, FPLOG_INFO, t->id, "started %s (attempt %d, pid %d)%s", tool->name, t->attempt,
 	      (int)job_pid(t->job), t->checkpoint ? " from its checkpoint" : "");
 	if (send_start(t) < 0) {
@@ -1405,26 +1511,15 @@ static int start_job(struct tasks *ts, struct task *t)
 		     "Call the tool with smaller arguments; a job's checkpoint must stay well under 8 MiB.");
 		job_kill(t->job, NULL);
 	}
+out:
 	free_strv(argv);
 	free_strv(envp);
-	free(args_json);
 	return 0;
 fail:
 	free_strv(argv);
 	free_strv(envp);
-	free(args_json);
 	t->queued = 0;
-	{
-		char msg[4500];
-		snprintf(msg, sizeof msg, "The job could not be started: %s.", err);
-		if (rc == -ENOTSUP)   /* sandbox.require cannot be met: refuse rather than run weaker */
-			fail(ts, t, "sandbox_violation", msg, 0,
-			     "The tool demands a sandbox this server cannot provide; tell the operator "
-			     "(forkpoint sandbox-check shows what the host supports).");
-		else
-			fail(ts, t, "job_failed", msg, 1,
-			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
-	}
+	start_failed(ts, t, rc, err);
 	return rc;
 }
 
@@ -1489,13 +1584,18 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 		task_free(t);
 		return -ENOMEM;
 	}
+	/* The create record comes first: a task whose creation is not in the journal must not
+	 * exist at all, or its later records would name a task replay has never heard of. */
+	if (ts->sv->persist && (rc = persist_created(ts->sv->persist, t)) < 0) {
+		table_del(ts, t);
+		task_free(t);
+		return rc;
+	}
 	t->next = ts->head;
 	if (ts->head)
 		ts->head->prev = t;
 	ts->head = t;
 	ts->count++;
-	if (ts->sv->persist)
-		persist_created(ts->sv->persist, t);
 	enqueue(ts, t);
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "created %s", tool->name);
 	*out = t;
@@ -1518,10 +1618,16 @@ int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
 		free(a);
 		return -ENOMEM;
 	}
+	int rc = ts->sv->persist ? persist_answered(ts->sv->persist, t, a->question_id, a->response) : 0;
+	if (rc < 0) {
+		/* Not recorded, so not accepted: the task still waits for its answer. */
+		free(a->question_id);
+		cJSON_Delete(a->response);
+		free(a);
+		return rc;
+	}
 	a->next = t->answers;
 	t->answers = a;
-	if (ts->sv->persist)
-		persist_answered(ts->sv->persist, t, a->question_id, a->response);
 	if (t->job)
 		send_answer(t, a->question_id, a->response);
 	task_clear_question(t);
@@ -1721,6 +1827,9 @@ static void remove_task_dir(struct tasks *ts, const char *id)
 size_t tasks_collect(struct tasks *ts, int64_t now)
 {
 	size_t n = 0;
+	/* While commits fail an expiry could not be recorded: keep everything until they work. */
+	if (ts->sv->persist && persist_fault(ts->sv->persist) < 0)
+		return 0;
 	for (struct tomb **pp = &ts->tombs; *pp;) {
 		if ((*pp)->until <= now) {
 			struct tomb *b = *pp;
@@ -1741,7 +1850,10 @@ size_t tasks_collect(struct tasks *ts, int64_t now)
 		int64_t keep = ttl < 3600000 ? 3600000 : ttl > 604800000 ? 604800000 : ttl;
 		char id[33];
 		memcpy(id, t->id, sizeof id);
-		if (ts->sv->persist && persist_expired(ts->sv->persist, id, now + keep) == 0)
+		/* Forgotten only once the journal says so; otherwise the next collection retries. */
+		if (ts->sv->persist && persist_expired(ts->sv->persist, id, now + keep) < 0)
+			continue;
+		if (ts->sv->persist)
 			persist_release(ts->sv->persist, t);
 		tasks_tombstone_add(ts, id, now + keep);
 		tasks_remove(ts, t);

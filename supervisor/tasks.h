@@ -73,6 +73,7 @@ struct task {
 	struct loop_timer *timeout_timer;
 	struct loop_timer *retry_timer;
 	int progress_dirty;           /* progress not yet journaled */
+	uint64_t journal_gen;         /* persist: the latest record about this task (see persist_task_durable) */
 	cJSON *pending_error;         /* a retryable failure reported by the job, decided at exit */
 	int result_held;              /* the job's result is in; the task completes once its tree is dead */
 	cJSON *pending_result;        /* that result (NULL when it is in result_blob) */

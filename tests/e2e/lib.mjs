@@ -321,12 +321,13 @@ export async function waitGone(pids, timeoutMs, what = 'processes') {
 // ---- a supervisor driven by raw JSON-RPC lines -----------------------------------------
 
 /**
- * Spawns `forkpoint mcp` by hand.  Every stdout line is parsed; a line that is not a JSON-RPC
- * 2.0 message is kept in badLines (tests assert there are none).
+ * Spawns `forkpoint mcp` by hand (or `command` with `args`, for a wrapper that execs it).  Every
+ * stdout line is parsed; a line that is not a JSON-RPC 2.0 message is kept in badLines (tests
+ * assert there are none).
  */
 export class RawServer {
-	constructor({ cfgPath, stateDir, args } = {}) {
-		this.proc = spawn(BIN, args ?? ['mcp', '--config', cfgPath, '--state', stateDir],
+	constructor({ cfgPath, stateDir, args, command } = {}) {
+		this.proc = spawn(command ?? BIN, args ?? ['mcp', '--config', cfgPath, '--state', stateDir],
 			{ stdio: ['pipe', 'pipe', 'pipe'] });
 		this.messages = [];
 		this.badLines = [];

@@ -1,7 +1,8 @@
 /* tests/unit/test_session.c — supervisor/session.c on pipes: input split into lines (CR LF,
  * empty lines, an oversized line reported once and skipped), end of input with and without
- * anything read first, output held back until released, and backpressure: a peer that does not
- * read its answers stops the session from handing out requests until the queue drains.
+ * anything read first, output held back until released, lines sent "now" overtaking held
+ * ones, and backpressure: a peer that does not read its answers stops the session from handing
+ * out requests until the queue drains.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "session.h"
 #include "loop.h"
@@ -94,6 +95,43 @@ static void test_output(struct tally *t)
 	close(out[0]);
 }
 
+/* A line that depends on nothing uncommitted overtakes held ones; the held lines keep their
+ * order and come out only when released, also when released twice or with nothing held. */
+static void test_send_now(struct tally *t)
+{
+	struct seen seen = { "", 0 };
+	int in[2], out[2];
+	char buf[128];
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		check_die("pipe2");
+	struct loop *l = loop_new();
+	struct session *s = l ? session_new(l, in[0], out[1], 64, on_line, on_eof, &seen) : NULL;
+	if (!s)
+		check_die("session_new");
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	session_release(s);   /* nothing held: a no-op */
+	CHECKF(t, session_send(s, strdup("h1")) == 0 && session_send(s, strdup("h2")) == 0, "send held");
+	CHECKF(t, session_send_now(s, strdup("n1")) == 0, "send now");
+	CHECKF(t, session_held(s) == 6 && session_out_pending(s) == 9, "held %zu, pending %zu",
+	       session_held(s), session_out_pending(s));
+	session_flush(s);
+	ssize_t n = read(out[0], buf, sizeof buf);
+	CHECKF(t, n == 3 && memcmp(buf, "n1\n", 3) == 0, "only the free line went out (%zd bytes)", n);
+	CHECKF(t, session_send_now(s, strdup("n2")) == 0, "send now again");
+	session_release(s);
+	session_release(s);
+	session_flush(s);
+	n = read(out[0], buf, sizeof buf);
+	CHECKF(t, n == 9 && memcmp(buf, "n2\nh1\nh2\n", 9) == 0, "then the held lines, in order (%zd: %.*s)",
+	       n, n > 0 ? (int)n : 0, buf);
+	CHECKF(t, session_held(s) == 0 && session_out_pending(s) == 0, "nothing left");
+	CHECKF(t, session_send_now(s, NULL) < 0, "NULL line is out of memory");
+	session_free(s);
+	loop_free(l);
+	close(in[1]);
+	close(out[0]);
+}
+
 /* Every request line is answered with a 1 MiB line, released at once. */
 struct echo {
 	struct session *s;
@@ -179,6 +217,7 @@ int main(void)
 	struct tally t = { 0, 0 };
 	test_input(&t);
 	test_output(&t);
+	test_send_now(&t);
 	test_backpressure(&t);
 	return check_done(&t);
 }
