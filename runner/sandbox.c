@@ -4,8 +4,11 @@
  * and describes what a job actually got. */
 #include "sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,9 +51,12 @@ struct sandbox {
 	struct cg_host *cg;
 	uid_t uid, in_uid;
 	gid_t gid, in_gid;
+	uid_t nobody_uid;              /* a root supervisor's jobs run as these by default */
+	gid_t nobody_gid;
 	pid_t pid;
-	char ns_note[300], fs_note[300], seccomp_note[300];
-	struct sb_filter filters[2][2][2];   /* [strict][network][pidns] */
+	unsigned long arg_start, arg_end, env_start, env_end;   /* our argv and environ */
+	char ns_note[300], fs_note[300], seccomp_note[300], ll_note[120];
+	struct sb_filter filters[2][2][2][2];   /* [strict][network][pidns][no_shm] */
 };
 
 struct sb_rlimit {
@@ -63,6 +70,11 @@ struct sandbox_job {
 	int network;
 	unsigned long long flags;
 	char uid_map[48], gid_map[48];
+	uid_t host_uid, set_uid;       /* the job's uid on the host; the uid the child takes */
+	gid_t host_gid, set_gid;
+	int parent_maps;               /* the supervisor writes the id maps (a root supervisor) */
+	int set_ids;                   /* the child changes its ids before building the root */
+	int no_shm;                    /* memfd and System V shm refused: nothing else bounds them */
 	struct fs_plan *fs;
 	struct ll_rule *ll;
 	size_t n_ll;
@@ -91,13 +103,13 @@ void sandbox_msg(char *msg, size_t msglen, const char *a, const char *b)
 /* ---- seccomp programs, compiled once per variant ----------------------------------------- */
 
 static const struct sock_fprog *get_filter(struct sandbox *sb, int strict, int network, int pidns,
-                                           char *err, size_t errlen)
+                                           int no_shm, char *err, size_t errlen)
 {
-	struct sb_filter *f = &sb->filters[!!strict][!!network][!!pidns];
+	struct sb_filter *f = &sb->filters[!!strict][!!network][!!pidns][!!no_shm];
 	if (!f->tried) {
 		struct sc_variant v = {
 			.policy = strict ? SC_STRICT : SC_DEFAULT, .network = network, .pidns = pidns,
-			.supervisor = sb->pid,
+			.supervisor = sb->pid, .no_shm = no_shm,
 		};
 		f->tried = 1;
 		f->ok = sc_build(&v, &f->prog, err, errlen) == 0;
@@ -120,10 +132,46 @@ static int write_proc(const char *path, const char *text)
 	return rc;
 }
 
+/* Take the job's identity: no supplementary groups (a root supervisor's would be root's),
+ * then the gid and uid.  Inside a user namespace whose maps the supervisor wrote, the
+ * capabilities in the namespace stay (its root is not mapped), so the root can still be built;
+ * they go at execve.  A change of ids clears the parent-death signal: set it again. */
+static int become(const struct sandbox_job *sj, char *msg, size_t msglen)
+{
+	if (setgroups(0, NULL) < 0 && errno != EPERM) {
+		sandbox_msg(msg, msglen, "setgroups", NULL);
+		return -errno;
+	}
+	if (setresgid(sj->set_gid, sj->set_gid, sj->set_gid) < 0 ||
+	    setresuid(sj->set_uid, sj->set_uid, sj->set_uid) < 0) {
+		sandbox_msg(msg, msglen, "taking the job's uid and gid", NULL);
+		return -errno;
+	}
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+		sandbox_msg(msg, msglen, "pdeathsig", NULL);
+		return -errno;
+	}
+	return 0;
+}
+
+/* The init of the job's PID namespace is a copy of the supervisor, and its /proc/1/cmdline
+ * would show the supervisor's argv (config and state paths): overwrite our copy of the
+ * argument and environment areas. */
+static void hide_argv(const struct sandbox *sb)
+{
+	static const char name[] = "forkpoint-init";
+	if (sb->arg_start && sb->arg_end > sb->arg_start + sizeof name) {
+		memset((void *)sb->arg_start, 0, sb->arg_end - sb->arg_start);
+		memcpy((void *)sb->arg_start, name, sizeof name);
+	}
+	if (sb->env_start && sb->env_end > sb->env_start)
+		memset((void *)sb->env_start, 0, sb->env_end - sb->env_start);
+}
+
 int sandbox_child_enter(const struct sandbox_job *sj, char *msg, size_t msglen)
 {
 	int rc;
-	if (sj->flags & CLONE_NEWUSER) {
+	if ((sj->flags & CLONE_NEWUSER) && !sj->parent_maps) {
 		/* The supervisor is not dumpable, and a non-dumpable process's /proc files belong
 		 * to root, so an unprivileged copy of it could not write its own maps: be dumpable
 		 * just for that.  Unprivileged maps are one line of our own ids, and setgroups
@@ -141,6 +189,14 @@ int sandbox_child_enter(const struct sandbox_job *sj, char *msg, size_t msglen)
 		sandbox_msg(msg, msglen, "joining the job's cgroup", NULL);
 		return rc;
 	}
+	/* The sources are opened with the supervisor's own rights to walk the host's paths;
+	 * everything after, as the job. */
+	if (sj->fs && (rc = fs_plan_open(sj->fs, msg, msglen)) < 0)
+		return rc;
+	if (sj->set_ids && (rc = become(sj, msg, msglen)) < 0)
+		return rc;
+	if (sj->flags & CLONE_NEWPID)
+		hide_argv(sj->sb);
 	if (sj->fs && (rc = fs_plan_build(sj->fs, msg, msglen)) < 0)
 		return rc;
 	if ((sj->flags & CLONE_NEWUTS) && sethostname(HOSTNAME, sizeof HOSTNAME - 1) < 0) {
@@ -183,6 +239,38 @@ unsigned long long sandbox_job_clone_flags(const struct sandbox_job *sj)
 	return sj->flags;
 }
 
+int sandbox_job_blanks(const struct sandbox_job *sj, const void *p)
+{
+	const struct sandbox *sb = sj->sb;
+	unsigned long a = (unsigned long)p;
+	if (!(sj->flags & CLONE_NEWPID) || !p)
+		return 0;
+	return (sb->arg_start && a >= sb->arg_start && a < sb->arg_end) ||
+	       (sb->env_start && a >= sb->env_start && a < sb->env_end);
+}
+
+int sandbox_job_parent_maps(const struct sandbox_job *sj)
+{
+	return sj->parent_maps;
+}
+
+static int write_map(pid_t pid, const char *file, const char *text)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+	return write_proc(path, text);
+}
+
+int sandbox_job_write_maps(const struct sandbox_job *sj, pid_t pid, char *err, size_t errlen)
+{
+	int rc;
+	/* setgroups stays allowed: the child drops root's supplementary groups itself. */
+	if ((rc = write_map(pid, "gid_map", sj->gid_map)) < 0 ||
+	    (rc = write_map(pid, "uid_map", sj->uid_map)) < 0)
+		snprintf(err, errlen, "writing the job's user namespace id maps: %s", strerror(-rc));
+	return rc;
+}
+
 int sandbox_job_cgroup_fd(const struct sandbox_job *sj)
 {
 	return cg_job_dirfd(sj->cg);
@@ -214,6 +302,8 @@ static int trial(struct sandbox *sb, unsigned long long flags, int root, int pro
 	sj.flags = flags;
 	snprintf(sj.uid_map, sizeof sj.uid_map, "%u %u 1\n", (unsigned)sb->in_uid, (unsigned)sb->uid);
 	snprintf(sj.gid_map, sizeof sj.gid_map, "%u %u 1\n", (unsigned)sb->in_gid, (unsigned)sb->gid);
+	sj.set_uid = sb->in_uid;
+	sj.set_gid = sb->in_gid;
 	if (root) {
 		if ((rc = fs_plan_new(&sj.fs)) < 0 ||
 		    (rc = fs_plan_view(sj.fs, "/usr", FS_RO, 0, err, sizeof err)) < 0 ||
@@ -223,7 +313,7 @@ static int trial(struct sandbox *sb, unsigned long long flags, int root, int pro
 			goto out;
 		}
 	}
-	if (filter && !(sj.filter = get_filter(sb, 0, 0, (flags & CLONE_NEWPID) != 0, err, sizeof err))) {
+	if (filter && !(sj.filter = get_filter(sb, 0, 0, (flags & CLONE_NEWPID) != 0, 0, err, sizeof err))) {
 		rc = -EINVAL;
 		sandbox_msg(msg, msglen, err, NULL);
 		goto out;
@@ -323,6 +413,38 @@ static void probe(struct sandbox *sb)
 	sb->private_root = rc == 0;
 }
 
+/* Where our argv and environ strings live (fields 48-51 of /proc/self/stat), so that a
+ * jail's init can blank its copy of them. */
+static void find_argv(struct sandbox *sb)
+{
+	char buf[2048];
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = 0;
+	/* The command name (field 2) may hold spaces: count from its closing parenthesis. */
+	char *p = strrchr(buf, ')');
+	unsigned long v[4];
+	for (int field = 2, k = 0; p && *p && k < 4; ) {
+		p = strchr(p, ' ');
+		if (!p)
+			return;
+		p++;
+		field++;
+		if (field >= 48 && field <= 51)
+			v[k++] = strtoul(p, NULL, 10);
+		if (k == 4) {
+			sb->arg_start = v[0];
+			sb->arg_end = v[1];
+			sb->env_start = v[2];
+			sb->env_end = v[3];
+		}
+	}
+}
+
 int sandbox_new(struct sandbox **out)
 {
 	struct sandbox *sb = calloc(1, sizeof *sb);
@@ -335,7 +457,18 @@ int sandbox_new(struct sandbox **out)
 	 * process of a user namespace starts with. */
 	sb->in_uid = sb->uid ? sb->uid : 1000;
 	sb->in_gid = sb->gid ? sb->gid : 1000;
+	/* A root supervisor never lends its own identity: by default its jobs are nobody. */
+	struct passwd *pw = getpwnam("nobody");
+	sb->nobody_uid = pw ? pw->pw_uid : 65534;
+	sb->nobody_gid = pw ? pw->pw_gid : 65534;
+	find_argv(sb);
 	sb->landlock_abi = landlock_abi();
+	/* For testing the weaker boxes on a host that has everything. */
+	const char *off = getenv("FORKPOINT_SANDBOX_DISABLE");
+	if (off && strstr(off, "landlock") && sb->landlock_abi) {
+		sb->landlock_abi = 0;
+		snprintf(sb->ll_note, sizeof sb->ll_note, "disabled by FORKPOINT_SANDBOX_DISABLE");
+	}
 	int rc = cg_host_new(&sb->cg);
 	if (rc < 0) {
 		free(sb);
@@ -353,7 +486,8 @@ void sandbox_free(struct sandbox *sb)
 	for (int a = 0; a < 2; a++)
 		for (int b = 0; b < 2; b++)
 			for (int c = 0; c < 2; c++)
-				sc_free(&sb->filters[a][b][c].prog);
+				for (int d = 0; d < 2; d++)
+					sc_free(&sb->filters[a][b][c][d].prog);
 	cg_host_free(sb->cg);
 	free(sb);
 }
@@ -383,24 +517,32 @@ char *sandbox_host_report(const struct sandbox *sb)
 		if (sb->ns_flags & names[i].f)
 			snprintf(ns + strlen(ns), sizeof ns - strlen(ns), "%s%s", ns[0] ? " " : "", names[i].n);
 	const char *nproc = !(sb->ns_flags & CLONE_NEWUSER) ? "not applied (no user namespace)"
-	                  : sb->uid == 0 ? "not enforced for root: maxProcesses needs the pids cgroup"
 	                  : "per job (own user namespace)";
+	char who[160];
+	if (sb->uid == 0)
+		snprintf(who, sizeof who, "uid %u inside their namespace, host uid server.jobUser "
+		         "(default %u:%u, nobody)", (unsigned)sb->in_uid, (unsigned)sb->nobody_uid,
+		         (unsigned)sb->nobody_gid);
+	else
+		snprintf(who, sizeof who, "uid %u inside their namespace, our own uid on the host",
+		         (unsigned)sb->in_uid);
 	if (asprintf(&out,
-	             "running as:        uid %u, gid %u (jobs run as uid %u inside their namespace)\n"
+	             "running as:        uid %u, gid %u (jobs run as %s)\n"
 	             "namespaces:        %s%s%s\n"
 	             "private root:      %s%s%s\n"
 	             "/proc in the jail: %s\n"
-	             "landlock:          ABI %d (%s)\n"
+	             "landlock:          ABI %d (%s%s%s)\n"
 	             "seccomp:           %s%s%s (libseccomp %u.%u.%u)\n"
 	             "cgroup:            %s; memory limit %s, process limit %s, cgroup.kill %s%s%s\n"
 	             "rlimits:           yes; RLIMIT_NPROC %s\n"
 	             "profiles:          default%s, strict%s, none (trusted, unconfined)\n",
-	             (unsigned)sb->uid, (unsigned)sb->gid, (unsigned)sb->in_uid,
+	             (unsigned)sb->uid, (unsigned)sb->gid, who,
 	             ns[0] ? ns : "none", sb->ns_note[0] ? " — " : "", sb->ns_note,
 	             sb->private_root ? "yes (tmpfs + pivot_root)" : "no", sb->fs_note[0] ? " — " : "",
 	             sb->fs_note,
 	             sb->proc ? "yes (own PID namespace)" : "no",
-	             sb->landlock_abi, landlock_words(sb->landlock_abi),
+	             sb->landlock_abi, landlock_words(sb->landlock_abi), sb->ll_note[0] ? ": " : "",
+	             sb->ll_note,
 	             sb->seccomp ? "yes" : "no", sb->seccomp_note[0] ? " — " : "", sb->seccomp_note,
 	             seccomp_version()->major, seccomp_version()->minor, seccomp_version()->micro,
 	             c.version == 2 ? "v2" : c.version == 1 ? "v1" : "none",
@@ -430,6 +572,8 @@ int sandbox_host_summary(const struct sandbox *sb, char *buf, size_t len)
 }
 
 /* ---- planning one job ------------------------------------------------------------------- */
+
+static void note(cJSON *arr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* System files every dynamically linked program or shell script needs, read-only. */
 static const char *const sys_paths[] = {
@@ -480,6 +624,26 @@ static int expose(struct sandbox_job *sj, const char *path, enum fs_mode m, int 
 	return rc;
 }
 
+/* What container runtimes hide of /proc: global kernel knobs read-only, kernel memory, keys,
+ * timers and scheduler internals empty. */
+static int plan_masks(struct fs_plan *fs)
+{
+	static const char *const ro[] = {
+		"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq", NULL,
+	};
+	static const char *const empty[] = {
+		"/proc/kcore", "/proc/keys", "/proc/key-users", "/proc/timer_list", "/proc/timer_stats",
+		"/proc/sched_debug", "/proc/latency_stats", "/proc/kallsyms", "/proc/vmallocinfo",
+		"/proc/slabinfo", "/proc/acpi", "/proc/scsi", "/proc/asound", NULL,
+	};
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && ro[i]; i++)
+		rc = fs_plan_mask(fs, ro[i], FS_MASK_RO);
+	for (size_t i = 0; rc == 0 && empty[i]; i++)
+		rc = fs_plan_mask(fs, empty[i], FS_MASK_EMPTY);
+	return rc;
+}
+
 static int plan_paths(struct sandbox_job *sj, const struct sandbox_cfg *cfg,
                       const struct sandbox_paths *paths, char *err, size_t errlen)
 {
@@ -509,6 +673,7 @@ static int plan_paths(struct sandbox_job *sj, const struct sandbox_cfg *cfg,
 		if ((rc = fs_plan_tmpfs(sj->fs, "/tmp", tmp)) < 0 ||
 		    (rc = fs_plan_tmpfs(sj->fs, "/dev/shm", tmp)) < 0 ||
 		    (sj->sb->proc && (rc = fs_plan_proc(sj->fs, "/proc")) < 0) ||
+		    (sj->sb->proc && (rc = plan_masks(sj->fs)) < 0) ||
 		    (rc = fs_plan_symlink(sj->fs, "/dev/fd", "/proc/self/fd")) < 0 ||
 		    (rc = fs_plan_symlink(sj->fs, "/dev/stdin", "/proc/self/fd/0")) < 0 ||
 		    (rc = fs_plan_symlink(sj->fs, "/dev/stdout", "/proc/self/fd/1")) < 0 ||
@@ -559,8 +724,137 @@ static void plan_rlimits(struct sandbox_job *sj)
 	if (!sj->cgc.memory)
 		add_rlimit(sj, RLIMIT_AS, (rlim_t)sj->memory_mb * mb, (rlim_t)sj->memory_mb * mb);
 	/* In the job's own user namespace the count covers this job only (+1 for its init). */
-	if (!sj->cgc.pids && (sj->flags & CLONE_NEWUSER) && sj->sb->uid != 0)
+	if (!sj->cgc.pids && (sj->flags & CLONE_NEWUSER) && sj->host_uid != 0)
 		add_rlimit(sj, RLIMIT_NPROC, (rlim_t)sj->processes + 1, (rlim_t)sj->processes + 1);
+}
+
+/* Hand what the supervisor made in the work dir to the job's uid, so the job can use it as its
+ * own: the dir itself and the files it placed there (large arguments), inputs/ and outputs/
+ * and what the supervisor placed in them (an input
+ * placed for a retry lands in a folder the first attempt already owns).  Only entries we own
+ * are changed, nothing is followed, and at most a few thousand entries per folder are looked
+ * at: whatever an earlier attempt left is the job's already. */
+static int give_tree(int dirfd, uid_t us, uid_t uid, gid_t gid, int depth)
+{
+	struct stat st;
+	int rc = 0, seen = 0;
+	if (fstat(dirfd, &st) < 0)
+		return -errno;
+	if (st.st_uid == us && fchown(dirfd, uid, gid) < 0)
+		return -errno;
+	int d = fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	if (!dir) {
+		rc = -errno;
+		if (d >= 0)
+			close(d);
+		return rc;
+	}
+	struct dirent *e;
+	while (rc == 0 && seen++ < 4096 && (e = readdir(dir))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		/* Of the folders at the top, only those the supervisor makes are walked. */
+		if (depth == 0 && S_ISDIR(st.st_mode) && strcmp(e->d_name, "inputs") != 0 &&
+		    strcmp(e->d_name, "outputs") != 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth < 3) {
+			int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				rc = give_tree(sub, us, uid, gid, depth + 1);
+				close(sub);
+			}
+		} else if (S_ISREG(st.st_mode) && st.st_uid == us &&
+		           fchownat(dirfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = -errno;
+		}
+	}
+	closedir(dir);
+	return rc;
+}
+
+/* The job's identity.  An unprivileged supervisor's jobs are its own uid (mapped to in_uid
+ * in their namespace); a root supervisor's run as jobUser (default nobody/nogroup) and never
+ * as host root: the supervisor writes the maps, the child takes the ids. */
+static int plan_identity(struct sandbox_job *sj, const struct sandbox_paths *paths,
+                         char *err, size_t errlen)
+{
+	struct sandbox *sb = sj->sb;
+	sj->host_uid = sb->uid;
+	sj->host_gid = sb->gid;
+	if (sb->uid == 0) {
+		sj->host_uid = paths->job_uid > 0 ? (uid_t)paths->job_uid : sb->nobody_uid;
+		sj->host_gid = paths->job_gid > 0 ? (gid_t)paths->job_gid : sb->nobody_gid;
+	}
+	snprintf(sj->uid_map, sizeof sj->uid_map, "%u %u 1\n", (unsigned)sb->in_uid, (unsigned)sj->host_uid);
+	snprintf(sj->gid_map, sizeof sj->gid_map, "%u %u 1\n", (unsigned)sb->in_gid, (unsigned)sj->host_gid);
+	if (sj->host_uid == sb->uid && sj->host_gid == sb->gid)
+		return 0;
+	sj->set_ids = 1;
+	if (sj->flags & CLONE_NEWUSER) {
+		sj->parent_maps = 1;
+		sj->set_uid = sb->in_uid;
+		sj->set_gid = sb->in_gid;
+	} else {
+		sj->set_uid = sj->host_uid;
+		sj->set_gid = sj->host_gid;
+	}
+	int fd = open(paths->work_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc = fd < 0 ? -errno : give_tree(fd, sb->uid, sj->host_uid, sj->host_gid, 0);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		snprintf(err, errlen, "handing the work dir %s to uid %u: %s", paths->work_dir,
+		         (unsigned)sj->host_uid, strerror(-rc));
+	return rc;
+}
+
+/* The job's cgroup, and what stands in for the parts of it this host lacks.  RLIMIT_AS does
+ * not count memfd or System V shm pages: where no memory cgroup counts them, the filter
+ * refuses them (tmpfs /tmp and /dev/shm have their own size). */
+static void plan_cgroup(struct sandbox_job *sj, const struct sandbox_paths *paths, cJSON *degraded)
+{
+	struct sandbox *sb = sj->sb;
+	struct cg_caps hc;
+	cg_host_caps(sb->cg, &hc);
+	int rc = cg_job_new(sb->cg, paths->name, (long long)sj->memory_mb << 20, sj->processes + 1, &sj->cg);
+	if (rc < 0)
+		note(degraded, "cgroup: cannot create the job's cgroup: %s", strerror(-rc));
+	if (sj->cg)
+		sj->cgc = hc;
+	sj->no_shm = !sj->cgc.memory;
+	if (!sj->cgc.memory)
+		note(degraded, "no memory cgroup (%s): memoryMB enforced as an address-space rlimit%s",
+		     cg_host_note(sb->cg)[0] ? cg_host_note(sb->cg) : "none usable",
+		     sb->seccomp ? ", with memfd_create and System V shared memory refused"
+		     : "; memfd and System V shared memory are NOT bounded (no seccomp)");
+	if (!sj->cgc.pids)
+		note(degraded, "no pids cgroup: maxProcesses %s",
+		     !(sj->flags & CLONE_NEWUSER) ? "not enforced (RLIMIT_NPROC would count all our processes)"
+		     : sj->host_uid == 0 ? "not enforced (RLIMIT_NPROC does not apply to root)"
+		     : "enforced as RLIMIT_NPROC in the job's user namespace");
+}
+
+/* What Landlock's absence leaves, each part named with what takes its place. */
+static void landlock_notes(struct sandbox_job *sj, cJSON *degraded)
+{
+	const char *why = sj->sb->ll_note[0] ? sj->sb->ll_note : "not in this kernel";
+	if (!sj->ll_abi) {
+		note(degraded, "no Landlock (%s): files limited by %s", why,
+		     sj->fs ? "the private root and the job's own uid only" : "nothing but the job's uid");
+		if (!sj->network)
+			note(degraded, "no Landlock TCP rules: TCP blocked by %s",
+			     (sj->flags & CLONE_NEWNET) ? "the network namespace" : "the seccomp filter only");
+		note(degraded, "no Landlock signal scoping: %s",
+		     (sj->flags & CLONE_NEWPID) ? "the PID namespace hides every other process"
+		     : "signals to the supervisor are refused by the seccomp filter only");
+	} else if (sj->ll_abi < 4 && !sj->network) {
+		note(degraded, "Landlock ABI %d: no TCP rules", sj->ll_abi);
+	} else if (sj->ll_abi < 6 && !(sj->flags & CLONE_NEWPID)) {
+		note(degraded, "Landlock ABI %d: no signal scoping", sj->ll_abi);
+	}
 }
 
 static int require_met(const struct sandbox_job *sj, const char *mech)
@@ -602,6 +896,14 @@ static void describe(struct sandbox_job *sj, cJSON *degraded)
 	cJSON_AddBoolToObject(o, "cgroupKill", sj->cgc.kill);
 	cJSON_AddBoolToObject(o, "rlimits", sj->profile != P_NONE);
 	if (sj->profile != P_NONE) {
+		cJSON_AddNumberToObject(o, "uid", (double)sj->host_uid);
+		cJSON_AddNumberToObject(o, "gid", (double)sj->host_gid);
+		cJSON_AddStringToObject(o, "memoryLimit", sj->cgc.memory
+		    ? (sj->cgc.version == 2 ? "cgroup v2 memory.max" : "cgroup v1 memory.limit_in_bytes")
+		    : sj->filter ? "RLIMIT_AS; memfd_create and System V shm refused; /tmp and /dev/shm tmpfs"
+		    : "RLIMIT_AS only (memfd and System V shm not bounded)");
+	}
+	if (sj->profile != P_NONE) {
 		cJSON *l = cJSON_AddObjectToObject(o, "limits");
 		cJSON_AddNumberToObject(l, "memoryMB", (double)sj->memory_mb);
 		cJSON_AddNumberToObject(l, "cpuSeconds", (double)sj->cpu_seconds);
@@ -616,7 +918,6 @@ static void describe(struct sandbox_job *sj, cJSON *degraded)
 	cJSON_Delete(o);
 }
 
-static void note(cJSON *arr, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(cJSON *arr, const char *fmt, ...)
 {
 	char buf[512];
@@ -662,8 +963,8 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
 		     "no network namespace", sb->ns_note);
 	else if (!sj->network && !(sb->ns_flags & CLONE_NEWNET))
 		note(degraded, "no network namespace: network blocked by seccomp and Landlock only");
-	snprintf(sj->uid_map, sizeof sj->uid_map, "%u %u 1\n", (unsigned)sb->in_uid, (unsigned)sb->uid);
-	snprintf(sj->gid_map, sizeof sj->gid_map, "%u %u 1\n", (unsigned)sb->in_gid, (unsigned)sb->gid);
+	if ((rc = plan_identity(sj, paths, err, errlen)) < 0)
+		goto fail;
 	if (sj->flags && sb->private_root) {
 		if ((rc = fs_plan_new(&sj->fs)) < 0) {
 			snprintf(err, errlen, "out of memory");
@@ -675,24 +976,7 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
 		note(degraded, "no private root (%s): files limited by Landlock only", sb->fs_note);
 	}
 
-	/* Cgroup */
-	struct cg_caps hc;
-	cg_host_caps(sb->cg, &hc);
-	if ((rc = cg_job_new(sb->cg, paths->name, (long long)sj->memory_mb << 20, sj->processes + 1,
-	                     &sj->cg)) < 0) {
-		note(degraded, "cgroup: cannot create the job's cgroup: %s", strerror(-rc));
-		rc = 0;
-	}
-	if (sj->cg)
-		sj->cgc = hc;
-	if (!sj->cgc.memory)
-		note(degraded, "no memory cgroup (%s): memoryMB enforced as an address-space rlimit",
-		     cg_host_note(sb->cg)[0] ? cg_host_note(sb->cg) : "none usable");
-	if (!sj->cgc.pids)
-		note(degraded, "no pids cgroup: maxProcesses %s",
-		     !(sj->flags & CLONE_NEWUSER) ? "not enforced (RLIMIT_NPROC would count all our processes)"
-		     : sb->uid == 0 ? "not enforced (RLIMIT_NPROC does not apply to root)"
-		     : "enforced as RLIMIT_NPROC in the job's user namespace");
+	plan_cgroup(sj, paths, degraded);
 	if (!(sj->flags & CLONE_NEWPID) && !sj->cgc.kill)
 		note(degraded, "no PID namespace or cgroup.kill: a job that leaves its session can "
 		     "outlive cancel");
@@ -701,12 +985,16 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
 
 	/* Landlock */
 	sj->ll_abi = sb->landlock_abi;
-	if (!sj->ll_abi)
-		note(degraded, "Landlock not available");
-	else if (sj->ll_abi < 4 && !sj->network)
-		note(degraded, "Landlock ABI %d: no TCP rules", sj->ll_abi);
-	else if (sj->ll_abi < 6 && !(sj->flags & CLONE_NEWPID))
-		note(degraded, "Landlock ABI %d: no signal scoping", sj->ll_abi);
+	landlock_notes(sj, degraded);
+	if (!sj->fs && !sj->ll_abi && !cfg->require) {
+		/* Nothing would limit the files the job can reach: refuse, unless the tool's
+		 * require list says what it can do without. */
+		snprintf(err, errlen, "neither a private root nor Landlock is available, so the job "
+		         "would reach every file its uid can; set the tool's sandbox.require to the "
+		         "mechanisms it needs (e.g. [\"seccomp\"]) to run it anyway");
+		rc = -ENOTSUP;
+		goto fail;
+	}
 	if ((rc = plan_paths(sj, cfg, paths, err, errlen)) < 0)
 		goto fail;
 
@@ -714,7 +1002,7 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
 	if (sb->seccomp) {
 		char e[256] = "";
 		sj->filter = get_filter(sb, sj->profile == P_STRICT, sj->network,
-		                        (sj->flags & CLONE_NEWPID) != 0, e, sizeof e);
+		                        (sj->flags & CLONE_NEWPID) != 0, sj->no_shm, e, sizeof e);
 		if (!sj->filter)
 			note(degraded, "seccomp: %s", e);
 	} else {
@@ -781,7 +1069,7 @@ int sandbox_job_kill(struct sandbox_job *sj)
 }
 
 void sandbox_job_verdict(const struct sandbox_job *sj, int exited, int status, long long cpu_ms,
-                         struct sandbox_verdict *v)
+                         int filter_kill, struct sandbox_verdict *v)
 {
 	memset(v, 0, sizeof *v);
 	if (sj->profile == P_NONE || (exited && status == 0))
@@ -805,10 +1093,12 @@ void sandbox_job_verdict(const struct sandbox_job *sj, int exited, int status, l
 		v->value = sj->file_mb;
 		snprintf(v->message, sizeof v->message, "The job wrote a file larger than its limit of "
 		         "%ld MB (sandbox.maxFileMB) and was killed.", sj->file_mb);
-	} else if (!exited && status == SIGSYS && sj->filter) {
+	} else if (!exited && status == SIGSYS && sj->filter && filter_kill != 0) {
 		v->code = "sandbox_violation";
 		snprintf(v->message, sizeof v->message, "The job made a system call that its sandbox "
-		         "(profile %s) forbids, and was stopped.",
-		         sj->profile == P_STRICT ? "strict" : "default");
+		         "(profile %s) forbids, and was stopped.%s",
+		         sj->profile == P_STRICT ? "strict" : "default", filter_kill < 0 ?
+		         " (The job died of SIGSYS; without its own /proc the sandbox cannot confirm the "
+		         "filter sent it.)" : "");
 	}
 }

@@ -53,9 +53,14 @@ struct sandbox_paths {
 	const char *work_dir;   /* the task's writable folder */
 	const char *cwd;        /* the job's cwd if not work_dir, may be NULL */
 	const char *name;       /* names the job's cgroup (task id) */
+	/* A root supervisor's jobs run as this host uid/gid (server.jobUser); 0: nobody/nogroup.
+	 * The work dir is handed to that uid.  Ignored by an unprivileged supervisor, whose jobs
+	 * are always its own uid. */
+	long job_uid, job_gid;
 };
 
-/* Plan a job's sandbox.  0 and *out; -ENOTSUP when cfg->require cannot be met here; another
+/* Plan a job's sandbox.  0 and *out; -ENOTSUP when cfg->require cannot be met here (or, with
+ * no require list, when neither a private root nor Landlock could limit its files); another
  * -errno (a required path is missing, out of memory).  err says why. */
 int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
                     const struct sandbox_paths *paths, struct sandbox_job **out,
@@ -73,6 +78,17 @@ void sandbox_job_spawned(struct sandbox_job *sj);
 /* SIGKILL everything in the job's cgroup; 1 if there was one. */
 int sandbox_job_kill(struct sandbox_job *sj);
 
+/* 1 if p lies in this process's own argv or environ strings, which the jail's init blanks in
+ * its copy (so that /proc/1/cmdline shows nothing of the supervisor's): spawn refuses a
+ * request whose strings live there. */
+int sandbox_job_blanks(const struct sandbox_job *sj, const void *p);
+
+/* A root supervisor writes the job's uid/gid maps itself (the child could map only uid 0):
+ * 1 if spawn must call sandbox_job_write_maps(pid) after the clone and only then let the
+ * child go on. */
+int sandbox_job_parent_maps(const struct sandbox_job *sj);
+int sandbox_job_write_maps(const struct sandbox_job *sj, pid_t pid, char *err, size_t errlen);
+
 /* How a job ended, as far as the sandbox is concerned. */
 struct sandbox_verdict {
 	const char *code;        /* NULL, "sandbox_violation" or "resource_limit" */
@@ -80,9 +96,13 @@ struct sandbox_verdict {
 	long value;              /* the limit's value */
 	char message[256];
 };
-/* exited/status as from waitid (CLD_EXITED → exit code, else signal); cpu_ms the job's CPU time. */
+/* exited/status as from waitid (CLD_EXITED → exit code, else signal); cpu_ms the job's CPU time.
+ * filter_kill: 1 if the kernel's record shows the seccomp filter killed the job (its main
+ * thread's seccomp mode was "dead", see spawn_status), 0 if it shows it did not, -1 unknown.
+ * A SIGSYS death is sandbox_violation only with 1 or -1: a job that raises SIGSYS itself
+ * does not get to blame the sandbox. */
 void sandbox_job_verdict(const struct sandbox_job *sj, int exited, int status, long long cpu_ms,
-                         struct sandbox_verdict *v);
+                         int filter_kill, struct sandbox_verdict *v);
 
 /* ---- child side: async-signal-safe ------------------------------------------------------ */
 

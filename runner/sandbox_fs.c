@@ -13,14 +13,17 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #include "sandbox.h"
 
 #define OLDROOT "/oldroot"
 #define NEWROOT "/newroot"
 #define MAX_LINK_DEPTH 8
+/* A plan is a few dozen entries; the bound keeps the child's fd use small and fixed. */
+#define MAX_OPS 512
 
-enum op_kind { OP_BIND, OP_TMPFS, OP_PROC, OP_SYMLINK };
+enum op_kind { OP_BIND, OP_TMPFS, OP_PROC, OP_SYMLINK, OP_MASK };
 
 struct fs_op {
 	enum op_kind kind;
@@ -30,6 +33,8 @@ struct fs_op {
 	char *path;           /* where the job sees it */
 	char *dst;            /* NEWROOT + path */
 	char *src;            /* bind: OLDROOT + real path; symlink: target; tmpfs: options */
+	enum fs_mask mask;    /* OP_MASK: how */
+	int fd;               /* child only: O_PATH of the bind source, opened without links */
 };
 
 struct fs_plan {
@@ -60,6 +65,8 @@ void fs_plan_free(struct fs_plan *p)
 static int add_op(struct fs_plan *p, enum op_kind kind, enum fs_mode mode, const char *path,
                   const char *src_prefix, const char *src, int is_file, int identity)
 {
+	if (p->n >= MAX_OPS)
+		return -E2BIG;
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? p->cap * 2 : 32;
 		struct fs_op *ops = realloc(p->ops, cap * sizeof *ops);
@@ -74,6 +81,7 @@ static int add_op(struct fs_plan *p, enum op_kind kind, enum fs_mode mode, const
 	o->mode = mode;
 	o->is_file = is_file;
 	o->identity = identity;
+	o->fd = -1;
 	o->path = strdup(path);
 	if (asprintf(&o->dst, "%s%s", NEWROOT, path) < 0)
 		o->dst = NULL;
@@ -197,6 +205,14 @@ int fs_plan_symlink(struct fs_plan *p, const char *path, const char *target)
 	return add_op(p, OP_SYMLINK, FS_RO, path, "", target, 0, 0);
 }
 
+int fs_plan_mask(struct fs_plan *p, const char *path, enum fs_mask how)
+{
+	int rc = add_op(p, OP_MASK, FS_RO, path, "", "", 0, 0);
+	if (rc == 0)
+		p->ops[p->n - 1].mask = how;
+	return rc;
+}
+
 int fs_plan_finish(struct fs_plan *p, char *err, size_t errlen)
 {
 	/* A path sorts after every path it is under, so mounts are made outside in.  Insertion
@@ -230,6 +246,91 @@ static int fail_at(int e, char *msg, size_t msglen, const char *step, const char
 {
 	sandbox_msg(msg, msglen, step, path);
 	return -e;
+}
+
+/* An O_PATH fd of path that no symbolic link took part in finding: openat2 with
+ * RESOLVE_NO_SYMLINKS, or on kernels without it a walk one component at a time with
+ * O_NOFOLLOW.  -errno (ELOOP when a link is on the way). */
+static int open_nofollow(const char *path)
+{
+	struct open_how how;
+	memset(&how, 0, sizeof how);
+	how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+	how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof how);
+	if (fd >= 0)
+		return (int)fd;
+	if (errno != ENOSYS)
+		return -errno;
+	int dir = open("/", O_PATH | O_CLOEXEC | O_DIRECTORY);
+	char name[NAME_MAX + 1];
+	const char *s = path;
+	while (dir >= 0 && *s) {
+		while (*s == '/')
+			s++;
+		size_t n = 0;
+		while (s[n] && s[n] != '/')
+			n++;
+		if (n == 0)
+			break;
+		if (n > NAME_MAX || (n == 2 && s[0] == '.' && s[1] == '.')) {
+			close(dir);
+			return -EINVAL;
+		}
+		memcpy(name, s, n);
+		name[n] = 0;
+		int next = openat(dir, name, O_PATH | O_CLOEXEC | O_NOFOLLOW);
+		int e = errno;
+		struct stat st;
+		if (next >= 0 && fstat(next, &st) == 0 && S_ISLNK(st.st_mode)) {
+			close(next);
+			next = -1;
+			e = ELOOP;
+		}
+		close(dir);
+		if (next < 0)
+			return -e;
+		dir = next;
+		s += n;
+	}
+	return dir >= 0 ? dir : -errno;
+}
+
+/* Open every bind source, while the host's root is still ours to walk. */
+static int open_sources(struct fs_plan *p, char *msg, size_t msglen)
+{
+	size_t skip = strlen(OLDROOT);
+	for (size_t i = 0; i < p->n; i++) {
+		struct fs_op *o = &p->ops[i];
+		if (o->kind != OP_BIND)
+			continue;
+		int fd = open_nofollow(o->src + skip);
+		struct stat st;
+		/* With O_PATH|O_NOFOLLOW a trailing link is opened, not refused: refuse it here,
+		 * and anything that is no longer what was planned. */
+		if (fd >= 0) {
+			int e = fstat(fd, &st) < 0 ? errno : S_ISLNK(st.st_mode) ? ELOOP
+			      : (!o->is_file) != (S_ISDIR(st.st_mode) != 0) ? ENOTDIR : 0;
+			if (e) {
+				close(fd);
+				fd = -e;
+			}
+		}
+		if (fd < 0)
+			return fail_at(-fd, msg, msglen, fd == -ELOOP ? "a symbolic link is on the way to "
+			               : "open ", o->path);
+		o->fd = fd;
+	}
+	return 0;
+}
+
+static void close_sources(struct fs_plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		if (p->ops[i].fd >= 0)
+			close(p->ops[i].fd);
+		p->ops[i].fd = -1;
+	}
 }
 
 /* mkdir -p of every component of path (the last one too if last). */
@@ -297,13 +398,22 @@ static int do_bind(const struct fs_op *o, char *msg, size_t msglen)
 	} else if (mkdir(o->dst, 0755) < 0 && errno != EEXIST) {
 		return fail_at(errno, msg, msglen, "mkdir ", o->path);
 	}
-	if (mount(o->src, o->dst, NULL, MS_BIND | MS_SILENT, NULL) < 0)
-		return fail_at(errno, msg, msglen, "bind ", o->path);
-	unsigned long want = MS_NOSUID;
+	/* A copy of the mount the source fd is on, attached here: what is bound is what was
+	 * opened, whatever the path names by now. */
+	int t = (int)syscall(SYS_open_tree, o->fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (t < 0)
+		return fail_at(errno, msg, msglen, "open_tree ", o->path);
+	int r = (int)syscall(SYS_move_mount, t, "", AT_FDCWD, o->dst, MOVE_MOUNT_F_EMPTY_PATH);
+	int e = errno;
+	close(t);
+	if (r < 0)
+		return fail_at(e, msg, msglen, "bind ", o->path);
+	/* Devices are read-only binds too: the node can be used, never chmod'ed or touched. */
+	unsigned long want = MS_NOSUID | MS_RDONLY;
 	if (o->mode == FS_RO)
-		want |= MS_RDONLY | MS_NODEV;
-	else if (o->mode == FS_RW)
 		want |= MS_NODEV;
+	else if (o->mode == FS_RW)
+		want = MS_NOSUID | MS_NODEV;
 	else
 		want |= MS_NOEXEC;
 	unsigned long flags = MS_BIND | MS_REMOUNT | MS_SILENT | want | kept_flags(o->dst);
@@ -312,7 +422,55 @@ static int do_bind(const struct fs_op *o, char *msg, size_t msglen)
 	return 0;
 }
 
-int fs_plan_build(const struct fs_plan *p, char *msg, size_t msglen)
+/* Hide a file or folder of the job's /proc the way container runtimes do: kernel knobs
+ * become read-only, secrets read as empty (a bind of the jail's /dev/null, or an empty
+ * read-only tmpfs).  What this kernel does not have needs no hiding. */
+static int do_mask(const struct fs_op *o, char *msg, size_t msglen)
+{
+	struct stat st;
+	if (lstat(o->dst, &st) < 0)
+		return errno == ENOENT ? 0 : fail_at(errno, msg, msglen, "mask ", o->path);
+	const unsigned long ro = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_SILENT;
+	if (o->mask == FS_MASK_RO || (o->mask == FS_MASK_EMPTY && !S_ISDIR(st.st_mode))) {
+		const char *src = o->mask == FS_MASK_RO ? o->dst : NEWROOT "/dev/null";
+		if (mount(src, o->dst, NULL, MS_BIND | MS_REC | MS_SILENT, NULL) < 0)
+			return fail_at(errno, msg, msglen, "mask ", o->path);
+	} else if (mount("tmpfs", o->dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_SILENT,
+	                 "size=4k,nr_inodes=1,mode=0555") < 0) {
+		return fail_at(errno, msg, msglen, "mask ", o->path);
+	} else {
+		return 0;
+	}
+	/* A bind of the jail's /dev/null is read-only already (a bind copies its source's flags),
+	 * and must stay a usable device. */
+	if (o->mask == FS_MASK_RO && mount(NULL, o->dst, NULL, ro, NULL) < 0)
+		return fail_at(errno, msg, msglen, "mask (read-only) ", o->path);
+	return 0;
+}
+
+int fs_plan_open(struct fs_plan *p, char *msg, size_t msglen)
+{
+	int rc = open_sources(p, msg, msglen);
+	if (rc < 0)
+		close_sources(p);
+	return rc;
+}
+
+static int build(const struct fs_plan *p, char *msg, size_t msglen);
+
+int fs_plan_build(struct fs_plan *p, char *msg, size_t msglen)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < p->n; i++)
+		if (p->ops[i].kind == OP_BIND && p->ops[i].fd < 0)
+			rc = fs_plan_open(p, msg, msglen);
+	if (rc == 0)
+		rc = build(p, msg, msglen);
+	close_sources(p);
+	return rc;
+}
+
+static int build(const struct fs_plan *p, char *msg, size_t msglen)
 {
 	int rc;
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE | MS_SILENT, NULL) < 0)
@@ -352,6 +510,10 @@ int fs_plan_build(const struct fs_plan *p, char *msg, size_t msglen)
 				return fail_at(-rc, msg, msglen, "mkdir for ", o->path);
 			if (symlink(o->src, o->dst) < 0 && errno != EEXIST)
 				return fail_at(errno, msg, msglen, "symlink ", o->path);
+			break;
+		case OP_MASK:
+			if ((rc = do_mask(o, msg, msglen)) < 0)
+				return rc;
 			break;
 		}
 	}

@@ -12,13 +12,22 @@
  * Views: fs_plan_view() exposes a host path read-only (with execute), read-write, or as a
  * device node.  A path already visible through an earlier view is not bound again; a symlink
  * is recreated and its target exposed; a missing path is an error only if required.  Binds
- * are nosuid and (except devices) nodev; the kernel's locked flags of the source are kept. */
+ * are nosuid and (except devices) nodev, devices and read-only views read-only; the kernel's
+ * locked flags of the source are kept.
+ *
+ * The planner resolves links once, in the supervisor; the child then opens every bind source
+ * by the resolved path with no symbolic link allowed anywhere on the way (openat2
+ * RESOLVE_NO_SYMLINKS) and binds the opened mount (open_tree + move_mount), so a path some
+ * job swapped for a link since is refused with ELOOP rather than followed. */
 #ifndef FP_SANDBOX_FS_H
 #define FP_SANDBOX_FS_H
 
 #include <stddef.h>
 
 enum fs_mode { FS_RO, FS_RW, FS_DEV };
+/* FS_MASK_RO: a read-only bind of the path over itself.  FS_MASK_EMPTY: an empty read-only
+ * folder over a folder, the jail's /dev/null over a file. */
+enum fs_mask { FS_MASK_RO, FS_MASK_EMPTY };
 
 struct fs_plan;
 
@@ -34,11 +43,17 @@ int fs_plan_tmpfs(struct fs_plan *p, const char *path, long long bytes);
 int fs_plan_proc(struct fs_plan *p, const char *path);
 /* A symlink at path pointing at target (no host counterpart needed). */
 int fs_plan_symlink(struct fs_plan *p, const char *path, const char *target);
+/* Hide path, inside the jail's /proc (see enum fs_mask).  A path this kernel lacks is skipped. */
+int fs_plan_mask(struct fs_plan *p, const char *path, enum fs_mask how);
 /* Order the plan and pick the staging folder.  0 or -errno with a reason. */
 int fs_plan_finish(struct fs_plan *p, char *err, size_t errlen);
 
-/* Child side: build the view and make it the root.  Needs CAP_SYS_ADMIN in the mount
- * namespace's user namespace.  Async-signal-safe.  0, or -errno with the step in msg. */
-int fs_plan_build(const struct fs_plan *p, char *msg, size_t msglen);
+/* Child side, async-signal-safe, in the new mount namespace.  fs_plan_open() opens every bind
+ * source (call it while this process may still walk the host's paths, e.g. before giving up
+ * a host identity); fs_plan_build() opens what is not open yet, builds the view, makes it the
+ * root and closes the sources.  Needs CAP_SYS_ADMIN in the mount namespace's user namespace.
+ * 0, or -errno with the step in msg. */
+int fs_plan_open(struct fs_plan *p, char *msg, size_t msglen);
+int fs_plan_build(struct fs_plan *p, char *msg, size_t msglen);
 
 #endif

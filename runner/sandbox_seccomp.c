@@ -2,6 +2,7 @@
 #include "sandbox_seccomp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdio.h>
@@ -39,10 +40,10 @@ static const char *const deny_default[] = {
 static const char *const allow_strict[] = {
 	"read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
 	"pwritev2", "lseek", "close", "close_range", "fstat", "newfstatat", "stat", "lstat", "statx",
-	"fstatfs", "statfs", "openat", "open", "access", "faccessat", "faccessat2", "readlink",
+	"fstatfs", "statfs", "access", "faccessat", "faccessat2", "readlink",
 	"readlinkat", "getcwd", "chdir", "fchdir", "getdents64", "fcntl", "dup", "dup2", "dup3",
 	"pipe", "pipe2", "mkdir", "mkdirat", "unlink", "unlinkat", "rename", "renameat", "renameat2",
-	"rmdir", "ftruncate", "truncate", "fsync", "fdatasync", "fchmod", "fchmodat", "utimensat",
+	"rmdir", "ftruncate", "truncate", "fsync", "fdatasync", "utimensat",
 	"umask", "flock",
 	"mmap", "munmap", "mprotect", "mremap", "madvise", "brk", "msync", "membarrier",
 	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigsuspend", "rt_sigtimedwait",
@@ -83,12 +84,101 @@ static int add_list(scmp_filter_ctx ctx, uint32_t action, const char *const *nam
 	return 0;
 }
 
+/* Where a call takes a file mode: which argument, and which argument holds open flags (-1:
+ * the call always creates). */
+struct mode_arg {
+	const char *name;
+	unsigned mode, flags;
+	int has_flags;
+};
+static const struct mode_arg mode_calls[] = {
+	{ "chmod", 1, 0, 0 }, { "fchmod", 1, 0, 0 }, { "fchmodat", 2, 0, 0 }, { "fchmodat2", 2, 0, 0 },
+	{ "mknod", 1, 0, 0 }, { "mknodat", 2, 0, 0 }, { "creat", 1, 0, 0 },
+	{ "open", 2, 1, 1 }, { "openat", 3, 2, 1 },
+};
+#define FP_O_TMPFILE_BIT 020000000   /* __O_TMPFILE, without O_DIRECTORY */
+
+static struct scmp_arg_cmp arg_masked(unsigned arg, scmp_datum_t mask, scmp_datum_t value)
+{
+	struct scmp_arg_cmp c = { .arg = arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = mask, .datum_b = value };
+	return c;
+}
+
+/* A file a job creates or chmods never gets a setuid or setgid bit: it would keep it on the
+ * host, where anyone could run it as the job's uid.  default: those calls fail with EPERM;
+ * strict: only calls without the bits are allowed (the rest kill). */
+static int add_mode_rules(scmp_filter_ctx ctx, enum sc_policy policy)
+{
+	static const scmp_datum_t bits[] = { S_ISUID, S_ISGID };
+	static const scmp_datum_t creating[] = { O_CREAT, FP_O_TMPFILE_BIT };
+	int rc;
+	for (size_t i = 0; i < sizeof mode_calls / sizeof mode_calls[0]; i++) {
+		const struct mode_arg *m = &mode_calls[i];
+		int nr = resolve(m->name);
+		if (nr < 0)
+			continue;
+		if (policy == SC_STRICT) {
+			if (strcmp(m->name, "chmod") == 0 || strcmp(m->name, "mknod") == 0 ||
+			    strcmp(m->name, "mknodat") == 0 || strcmp(m->name, "creat") == 0 ||
+			    strcmp(m->name, "fchmodat2") == 0)
+				continue;   /* not on the allowlist at all */
+			struct scmp_arg_cmp clean = arg_masked(m->mode, S_ISUID | S_ISGID, 0);
+			if ((rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &clean)) < 0)
+				return rc;
+			if (m->has_flags) {
+				/* Without O_CREAT or O_TMPFILE the mode argument is not used. */
+				struct scmp_arg_cmp plain = arg_masked(m->flags, O_CREAT | FP_O_TMPFILE_BIT, 0);
+				if ((rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &plain)) < 0)
+					return rc;
+			}
+			continue;
+		}
+		for (size_t b = 0; b < 2; b++) {
+			struct scmp_arg_cmp c[2] = { arg_masked(m->mode, bits[b], bits[b]) };
+			if (!m->has_flags) {
+				if ((rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, c)) < 0)
+					return rc;
+				continue;
+			}
+			for (size_t k = 0; k < 2; k++) {
+				c[1] = arg_masked(m->flags, creating[k], creating[k]);
+				if ((rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2, c)) < 0)
+					return rc;
+			}
+		}
+	}
+	/* openat2 hides its mode behind a pointer: ENOSYS makes callers fall back to openat. */
+	int nr = resolve("openat2");
+	if (nr >= 0 && (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0)) < 0)
+		return rc;
+	return 0;
+}
+
+/* memfd and System V shared memory pages count against no rlimit. */
+static int add_shm_rules(scmp_filter_ctx ctx)
+{
+	static const char *const calls[] = { "memfd_create", "memfd_secret", "shmget", NULL };
+	for (size_t i = 0; calls[i]; i++) {
+		int nr = resolve(calls[i]);
+		if (nr < 0)
+			continue;
+		int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int add_common(scmp_filter_ctx ctx, const struct sc_variant *v)
 {
 	int rc;
 	const unsigned long ns[] = NS_CLONE_FLAGS;
 	/* ENOSYS makes glibc fall back to clone(2), whose flags are in a register we can see. */
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) < 0)
+		return rc;
+	if ((rc = add_mode_rules(ctx, v->policy)) < 0)
+		return rc;
+	if (v->no_shm && (rc = add_shm_rules(ctx)) < 0)
 		return rc;
 	unsigned long all_ns = 0;
 	for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)

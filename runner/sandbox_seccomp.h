@@ -9,9 +9,11 @@
  *   default  everything except the calls a job never needs and a jail must not allow: new
  *            namespaces, mount, ptrace and cross-process memory, pidfd_getfd, bpf,
  *            perf_event_open, userfaultfd, keys, io_uring, module and kexec loading, TIOCSTI;
- *            sockets other than AF_UNIX fail with EAFNOSUPPORT unless network is allowed.
+ *            sockets other than AF_UNIX fail with EAFNOSUPPORT unless network is allowed;
+ *            setting a setuid or setgid bit (chmod, or a mode at creation) fails with EPERM,
+ *            and openat2, whose mode the filter cannot see, with ENOSYS.
  *   strict   an allowlist for pure computation: files, memory, time, threads (no fork) and the
- *            job socket.
+ *            job socket; a setuid or setgid bit kills.
  *
  * clone3 fails with ENOSYS in both, so the C library falls back to clone(), whose flags the
  * filter can see.  The built program is owned by the caller (sc_free). */
@@ -29,6 +31,8 @@ struct sc_variant {
 	int network;          /* sockets of every family allowed */
 	int pidns;            /* the job has its own PID namespace */
 	pid_t supervisor;     /* without a PID namespace: signals to this pid kill the job */
+	int no_shm;           /* memfd_create, memfd_secret and System V shm fail (ENOSYS):
+	                         nothing (no memory cgroup) would count their pages */
 };
 
 /* 0 and *out (a malloc'd program), or -errno with a reason in err. */

@@ -104,6 +104,39 @@ static void exec_job(const struct spawn_req *r, int errfd)
 	report(errfd, "exec", errno, r->argv[0]);
 }
 
+/* Did the seccomp filter kill pid, a zombie not yet reaped?  The kernel marks the thread that
+ * made the forbidden call with seccomp mode 3 ("dead", Linux >= 5.17) before it sends SIGSYS;
+ * a process that raised SIGSYS itself still shows mode 2 (or 0 without a filter).  1, 0, or -1 when /proc cannot say
+ * (none in the jail, an older kernel).  Only the main thread's mode survives to be read, so
+ * a forbidden call from another thread reads as 0. */
+static int seccomp_killed(pid_t pid)
+{
+	char path[40] = "/proc/", buf[4096];
+	size_t k = strlen(path);
+	char digits[16];
+	int nd = 0;
+	for (unsigned v = (unsigned)pid; v || nd == 0; v /= 10)
+		digits[nd++] = (char)('0' + v % 10);
+	while (nd)
+		path[k++] = digits[--nd];
+	memcpy(path + k, "/status", 8);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	for (char *p = buf; (p = strstr(p, "\nSeccomp:")); p++) {
+		p += strlen("\nSeccomp:");
+		while (*p == ' ' || *p == '\t')
+			p++;
+		return *p == '3' ? 1 : (*p >= '0' && *p <= '2') ? 0 : -1;
+	}
+	return -1;
+}
+
 /* PID 1 of the job's namespace: reap everything, report the job, then exit (which takes the
  * rest of the namespace with it). */
 static void init_main(pid_t job, int statusfd)
@@ -115,7 +148,20 @@ static void init_main(pid_t job, int statusfd)
 	for (;;) {
 		int st;
 		struct rusage ru;
-		pid_t p = wait4(-1, &st, 0, &ru);
+		siginfo_t si;
+		/* Look at the dead one before reaping it: the job's zombie still shows its seccomp
+		 * mode. */
+		memset(&si, 0, sizeof si);
+		if (waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) < 0) {
+			if (errno == EINTR)
+				continue;
+			_exit(127);
+		}
+		int filter_kill = 0;
+		if (si.si_pid == job && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) &&
+		    si.si_status == SIGSYS)
+			filter_kill = seccomp_killed(job);
+		pid_t p = wait4(si.si_pid, &st, 0, &ru);
 		if (p < 0) {
 			if (errno == EINTR)
 				continue;
@@ -125,6 +171,7 @@ static void init_main(pid_t job, int statusfd)
 			continue;
 		struct spawn_status s;
 		memset(&s, 0, sizeof s);
+		s.seccomp_kill = filter_kill;
 		s.exited = WIFEXITED(st);
 		s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
 		s.cpu_ms = (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
@@ -153,10 +200,11 @@ static void close_all_but(int *keep, int n)
 }
 
 /* The job's end as the keeper saw it, for spawn_read_status(). */
-static void keeper_report(int statusfd, int st, const struct rusage *ru)
+static void keeper_report(int statusfd, int st, const struct rusage *ru, int filter_kill)
 {
 	struct spawn_status s;
 	memset(&s, 0, sizeof s);
+	s.seccomp_kill = filter_kill;
 	s.exited = WIFEXITED(st);
 	s.status = s.exited ? WEXITSTATUS(st) : WTERMSIG(st);
 	s.cpu_ms = (long long)(ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000 +
@@ -187,11 +235,19 @@ static void keeper_main(pid_t job, int jobfd, int statusfd, int ppidfd)
 			continue;
 		if (n < 0 || pf[0].revents)
 			break;
-		int st;
+		int st, filter_kill = 0;
 		struct rusage ru;
+		siginfo_t si;
+		/* As the init does: the zombie's seccomp mode tells a filter kill from a SIGSYS the
+		 * job raised itself. */
+		memset(&si, 0, sizeof si);
+		if (pf[1].revents && waitid(P_PID, (id_t)job, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+		    si.si_pid == job && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED) &&
+		    si.si_status == SIGSYS)
+			filter_kill = seccomp_killed(job);
 		pid_t p = pf[1].revents ? wait4(job, &st, WNOHANG, &ru) : 0;
 		if (p == job) {
-			keeper_report(statusfd, st, &ru);
+			keeper_report(statusfd, st, &ru, filter_kill);
 			break;
 		}
 		if (p < 0 && errno != EINTR)
@@ -227,7 +283,21 @@ static void run_keeper(const struct spawn_req *r, int errfd, int statusfd, int p
 	keeper_main(job, jobfd, statusfd, ppidfd);
 }
 
-static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd, pid_t ppid)
+/* A root supervisor writes the child's id maps after the clone: wait for its word. */
+static void await_maps(int gatefd, int errfd)
+{
+	char c = 0;
+	ssize_t n;
+	do {
+		n = read(gatefd, &c, 1);
+	} while (n < 0 && errno == EINTR);
+	close(gatefd);
+	if (n != 1)
+		report(errfd, "sandbox", EPERM, "the supervisor did not map the job's user");
+}
+
+static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd, pid_t ppid,
+                  int gatefd)
 {
 	const struct sandbox_job *sj = r->sandbox;
 	int pidns = sj && sandbox_job_pidns(sj);
@@ -243,11 +313,18 @@ static void child(const struct spawn_req *r, int errfd, int statusfd, int ppidfd
 	} else if (getppid() != ppid) {
 		report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
 	}
+	if (gatefd >= 0)
+		await_maps(gatefd, errfd);
 	if (sj) {
 		char msg[200] = "";
 		int rc = sandbox_child_enter(sj, msg, sizeof msg);
 		if (rc < 0)
 			report(errfd, "sandbox", -rc, msg);
+		/* Taking the job's ids re-armed the parent-death signal: check again that the
+		 * supervisor did not go in between. */
+		struct pollfd pf = { .fd = ppidfd, .events = POLLIN };
+		if (ppidfd >= 0 && poll(&pf, 1, 0) != 0)
+			report(errfd, "pdeathsig", ESRCH, "supervisor exited during spawn");
 	}
 
 	/* Move the job's fds above 3 first, so placing them at 0..3 never clobbers one another. */
@@ -313,18 +390,54 @@ static int report_text(struct child_report *rep, char *err, size_t errlen)
 	return -e;
 }
 
+/* The child of a root supervisor waits at the gate for its id maps: write them, then let it
+ * go (a few small writes; the child has done nothing yet).  Closes gatefd.  0 or -errno. */
+static int release(const struct sandbox_job *sj, pid_t pid, int gatefd, char *err, size_t errlen)
+{
+	int rc = sandbox_job_write_maps(sj, pid, err, errlen);
+	if (rc == 0 && write(gatefd, "m", 1) != 1) {
+		rc = -errno;
+		snprintf(err, errlen, "releasing the job: %s", strerror(errno));
+	}
+	close(gatefd);
+	return rc;
+}
+
+/* Does any string of the request live where the jail's init will blank its memory? */
+static int uses_blanked(const struct spawn_req *r)
+{
+	const struct sandbox_job *sj = r->sandbox;
+	if (!sj)
+		return 0;
+	if (sandbox_job_blanks(sj, r->cwd))
+		return 1;
+	for (size_t i = 0; r->argv[i]; i++)
+		if (sandbox_job_blanks(sj, r->argv[i]))
+			return 1;
+	for (size_t i = 0; r->envp[i]; i++)
+		if (sandbox_job_blanks(sj, r->envp[i]))
+			return 1;
+	return 0;
+}
+
 int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen)
 {
-	int ep[2] = { -1, -1 }, sp[2] = { -1, -1 };
+	int ep[2] = { -1, -1 }, sp[2] = { -1, -1 }, gp[2] = { -1, -1 };
 	int pidfd = -1, ppidfd = -1;
 	pid_t pid = -1;
 	int rc;
 	const struct sandbox_job *sj = r->sandbox;
 	int pidns = sj && sandbox_job_pidns(sj);
 
+	int gate = sj && sandbox_job_parent_maps(sj);
+	if (uses_blanked(r)) {
+		snprintf(err, errlen, "spawn: argv, envp and cwd must not point into this process's own "
+		         "argv or environ");
+		return -EINVAL;
+	}
 	/* The status pipe carries the job's end from an init or, without a PID namespace, from
 	 * the keeper. */
-	if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
+	if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0 || (gate && pipe2(gp, O_CLOEXEC) < 0)) {
 		rc = -errno;
 		snprintf(err, errlen, "pipe: %s", strerror(errno));
 		goto fail;
@@ -354,8 +467,22 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 		close(ep[0]);
 		if (sp[0] >= 0)
 			close(sp[0]);
-		child(r, ep[1], sp[1], ppidfd, parent);
+		if (gp[1] >= 0)
+			close(gp[1]);
+		child(r, ep[1], sp[1], ppidfd, parent, gp[0]);
 		_exit(127);
+	}
+	if (gate) {
+		close(gp[0]);
+		gp[0] = -1;
+		rc = release(sj, pid, gp[1], err, errlen);
+		gp[1] = -1;
+		if (rc < 0) {
+			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+			waitpid(pid, NULL, 0);
+			pid = -1;
+			goto fail;
+		}
 	}
 	close(ep[1]);
 	ep[1] = -1;
@@ -397,6 +524,8 @@ fail:
 			close(ep[i]);
 		if (sp[i] >= 0)
 			close(sp[i]);
+		if (gp[i] >= 0)
+			close(gp[i]);
 	}
 	if (ppidfd >= 0)
 		close(ppidfd);

@@ -32,6 +32,8 @@
 
 struct sandbox_job;
 
+/* argv, envp and cwd must not point into this process's own argv or environ strings: the
+ * jail's init blanks its copy of those (sandbox_job_blanks), and spawn_start refuses them. */
 struct spawn_req {
 	char *const *argv;          /* argv[0]: absolute path */
 	char *const *envp;
@@ -60,6 +62,8 @@ struct spawn_status {
 	int exited;                 /* 1: status is an exit code; 0: a signal number */
 	int status;
 	long long cpu_ms;           /* user + system time of the job and its reaped children */
+	int seccomp_kill;           /* a SIGSYS death: 1 the filter did it (the zombie's seccomp
+	                               mode said "dead"), 0 it did not, -1 unknown */
 };
 
 /* 0 with *out set, or -errno with a one-line reason in err. */

@@ -35,15 +35,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SEG_MAGIC      "FPJRNL01"
-#define SEG_HDR        16u
-#define REC_HDR        9u
+#define SEG_MAGIC      "FPJRNL02"
+#define SEG_MAGIC_V1   "FPJRNL01"          /* the previous format: refused, never misread */
+#define SEG_HDR        48u
+#define SEG_F_SNAPSHOT 1u
+#define REC_HDR        17u
+#define HEAD_NAME      "HEAD"
+#define HEAD_MAGIC     "FPJHEAD1"
+#define HEAD_LEN       40u
+#define HEAD_F_CLEAN   1u
 #define SEG_NAME_LEN   20u                 /* 16 hex digits + ".seg" */
 #define DEFAULT_SEGMENT_BYTES (64ull << 20)
 /* A snapshot can be as large as the live state; spill it to the temp file in pieces of this
  * size instead of holding all of it in the batch. */
 #define REWRITE_SPILL  (4u << 20)
 #define LOCK_NAME      "LOCK"
+#define HEAD_EVERY_MS  10000u
 #define MSG_MAX        512
 
 struct journal {
@@ -56,6 +63,11 @@ struct journal {
 	uint64_t seq;           /* its number */
 	uint64_t off;           /* its durable length: everything before is committed */
 	uint64_t next_seq;      /* never reuse a number, even of a segment set aside */
+	uint64_t lsn_next;      /* sequence number the next appended record gets */
+	uint64_t lsn_durable;   /* sequence number after the last committed record */
+	uint64_t snap_bytes;    /* see journal_snapshot_bytes() */
+	unsigned head_every_ms; /* journal_opts.head_interval_ms */
+	int64_t head_at_ms;     /* CLOCK_MONOTONIC of the last HEAD written after a commit */
 	int tail_dirty;         /* a failed write may have left bytes past off */
 	uint64_t total;         /* bytes in live segments */
 	uint64_t replayed;
@@ -66,6 +78,8 @@ struct journal {
 	int rw_fd;
 	uint64_t rw_seq;
 	uint64_t rw_off;
+	uint64_t rw_lsn;        /* sequence number of its BEGIN record */
+	uint32_t rw_crc;        /* crc32c of the snapshot bytes spilled so far */
 	int rw_err;             /* a spill failed: the rewrite can only be abandoned */
 };
 
@@ -101,6 +115,109 @@ static uint64_t get_le64(const unsigned char *p)
 	uint64_t v;
 	memcpy(&v, p, 8);
 	return le64toh(v);
+}
+
+static void put_le64(unsigned char *p, uint64_t v)
+{
+	v = htole64(v);
+	memcpy(p, &v, 8);
+}
+
+/* ---- segment header and HEAD ------------------------------------------------------------ */
+
+struct seg_hdr {
+	uint64_t seq;           /* this segment's number */
+	uint64_t prev;          /* the segment it follows (0: none) */
+	uint64_t prev_len;      /* that segment's sealed length */
+	uint64_t first_lsn;     /* sequence number of this segment's first record */
+	uint32_t flags;
+};
+
+static void hdr_encode(unsigned char out[SEG_HDR], const struct seg_hdr *h)
+{
+	memcpy(out, SEG_MAGIC, 8);
+	put_le64(out + 8, h->seq);
+	put_le64(out + 16, h->prev);
+	put_le64(out + 24, h->prev_len);
+	put_le64(out + 32, h->first_lsn);
+	put_le32(out + 40, h->flags);
+	put_le32(out + 44, crc32c_mask(crc32c(0, out, 44)));
+}
+
+enum { HDR_OK = 0, HDR_SHORT, HDR_OLD, HDR_BAD };
+
+static int hdr_decode(const unsigned char *buf, size_t len, struct seg_hdr *h)
+{
+	if (len >= 8 && memcmp(buf, SEG_MAGIC_V1, 8) == 0)
+		return HDR_OLD;
+	if (len < SEG_HDR)
+		return HDR_SHORT;
+	if (memcmp(buf, SEG_MAGIC, 8) != 0 ||
+	    get_le32(buf + 44) != crc32c_mask(crc32c(0, buf, 44)))
+		return HDR_BAD;
+	h->seq = get_le64(buf + 8);
+	h->prev = get_le64(buf + 16);
+	h->prev_len = get_le64(buf + 24);
+	h->first_lsn = get_le64(buf + 32);
+	h->flags = get_le32(buf + 40);
+	return HDR_OK;
+}
+
+struct head {
+	uint64_t seq, len, lsn;
+	uint32_t flags;
+};
+
+/* HEAD: 0, -ENOENT if there is none, -EBADMSG if it is damaged, or another -errno. */
+static int head_read(int dirfd, struct head *h)
+{
+	unsigned char buf[HEAD_LEN + 1];
+	int fd = openat(dirfd, HEAD_NAME, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = wire_pread_upto(fd, buf, sizeof buf, 0);
+	close(fd);
+	if (n < 0)
+		return (int)n;
+	if (n != HEAD_LEN || memcmp(buf, HEAD_MAGIC, 8) != 0 ||
+	    get_le32(buf + 36) != crc32c_mask(crc32c(0, buf, 36)))
+		return -EBADMSG;
+	h->seq = get_le64(buf + 8);
+	h->len = get_le64(buf + 16);
+	h->lsn = get_le64(buf + 24);
+	h->flags = get_le32(buf + 32);
+	return 0;
+}
+
+/* Replace HEAD atomically: temp file, fdatasync, rename, directory fsync. */
+static int head_write(int dirfd, const struct head *h)
+{
+	static const char tmp[] = HEAD_NAME ".tmp";
+	unsigned char buf[HEAD_LEN];
+	int fd, rc;
+
+	memcpy(buf, HEAD_MAGIC, 8);
+	put_le64(buf + 8, h->seq);
+	put_le64(buf + 16, h->len);
+	put_le64(buf + 24, h->lsn);
+	put_le32(buf + 32, h->flags);
+	put_le32(buf + 36, crc32c_mask(crc32c(0, buf, 36)));
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = wire_pwrite_full(fd, buf, sizeof buf, 0);
+	if (rc == 0 && fdatasync(fd) < 0)
+		rc = -errno;
+	close(fd);
+	if (rc == 0 && renameat(dirfd, tmp, dirfd, HEAD_NAME) < 0)
+		rc = -errno;
+	if (rc == 0 && fsync(dirfd) < 0)
+		rc = -errno;
+	if (rc < 0)
+		unlinkat(dirfd, tmp, 0);
+	return rc;
 }
 
 static void seg_name(char out[SEG_NAME_LEN + 1], uint64_t seq)
@@ -190,13 +307,16 @@ static const char *rec_reason(int st)
 
 struct rec {
 	uint8_t type;
+	uint64_t lsn;
 	const unsigned char *payload;
 	uint32_t len;
 };
 
-static uint32_t rec_crc(uint8_t type, const void *payload, size_t len)
+/* The checksum covers the sequence number, the type and the payload, which sit together
+ * after the length and checksum fields. */
+static uint32_t rec_crc(const unsigned char *rec, size_t plen)
 {
-	return crc32c_mask(crc32c(crc32c(0, &type, 1), payload, len));
+	return crc32c_mask(crc32c(0, rec + 8, 9 + plen));
 }
 
 /* Check the record at buf[off]; verify = 0 skips the checksum of a range already verified. */
@@ -209,10 +329,11 @@ static int rec_read(const unsigned char *buf, size_t len, size_t off, int verify
 		return REC_TOO_LONG;
 	if ((size_t)plen > len - off - REC_HDR)
 		return REC_PAST_EOF;
-	r->type = buf[off + 8];
+	r->lsn = get_le64(buf + off + 8);
+	r->type = buf[off + 16];
 	r->payload = buf + off + REC_HDR;
 	r->len = plen;
-	if (verify && get_le32(buf + off + 4) != rec_crc(r->type, r->payload, plen))
+	if (verify && get_le32(buf + off + 4) != rec_crc(buf + off, plen))
 		return REC_BAD_CRC;
 	return REC_OK;
 }
@@ -311,7 +432,7 @@ static int valid_after(const unsigned char *buf, size_t len, size_t from)
 			continue;
 		uint32_t c;
 		if (plen < JOURNAL_RANGE_DIRECT) {
-			c = crc32c(0, buf + o + 8, (size_t)plen + 1);
+			c = crc32c(0, buf + o + 8, (size_t)plen + 9);
 		} else {
 			if (rc.cp == NULL && range_init(&rc, buf, from + 1, len) < 0)
 				return -ENOMEM;
@@ -331,10 +452,11 @@ static int valid_after(const unsigned char *buf, size_t len, size_t from)
 struct seg {
 	uint64_t seq;
 	int fd;
+	struct seg_hdr hdr;
 	unsigned char *buf;     /* whole file once loaded */
 	size_t len;
-	size_t verified;        /* records before this offset have had their checksum checked */
 	size_t good;            /* end of the last valid record, after the walk */
+	uint64_t min_len;       /* HEAD says this much of it was durable (0: no claim) */
 };
 
 static void seg_unload(struct seg *s)
@@ -368,12 +490,6 @@ static int seg_load(struct seg *s)
 	return 0;
 }
 
-static int seg_header_ok(const struct seg *s)
-{
-	return s->len >= SEG_HDR && memcmp(s->buf, SEG_MAGIC, 8) == 0 &&
-	       get_le64(s->buf + 8) == s->seq;
-}
-
 /* ---- the recovery engine ---------------------------------------------------------------- */
 
 /* What one pass over the directory may do, and where its findings go. */
@@ -381,19 +497,26 @@ struct scan {
 	const char *dir;        /* <state>/journal */
 	int dirfd;
 	int writable;           /* segments opened O_RDWR */
-	int mutate;             /* set aside / cut repairable damage, delete obsolete segments */
+	int mutate;             /* cut a torn tail (open, fsck --repair) */
 	int report_repairable;  /* fsck without repair: repairable damage is a finding */
 	int deliver;            /* pass records to cb (open) or only count them (fsck) */
+	int ignore_head;        /* fsck --new-head: HEAD is to be rebuilt, not checked */
 	journal_record_cb cb;
 	journal_log_cb log;
 	void *arg;
 	char *err;
 	size_t errlen;
 
+	/* HEAD, read before the directory is listed */
+	int have_head;
+	struct head head;
+
 	/* results */
 	uint64_t records;
 	uint64_t total;
 	uint64_t max_seq;       /* highest segment number seen, live or not */
+	uint64_t lsn;           /* sequence number after the last valid record */
+	uint64_t snap_bytes;    /* snapshot part of the first live segment */
 	char finding[MSG_MAX];  /* first repairable problem left in place (fsck) */
 };
 
@@ -498,66 +621,178 @@ static int open_segment(struct scan *sc, uint64_t seq, int *fd)
 	return *fd < 0 ? -errno : 0;
 }
 
-/* A whole newest segment is not part of the journal (torn creation or torn compaction):
- * move it aside as evidence, or just drop it if it holds no byte at all. */
-static int set_aside(struct scan *sc, uint64_t seq, uint64_t size, const char *why)
+/* Read and check segment seq's header.  A header that is short, of the old format, damaged or
+ * of another segment is damage: segments are only ever created complete, under their name. */
+static int read_header(struct scan *sc, uint64_t seq, int fd, struct seg_hdr *h)
 {
-	char name[SEG_NAME_LEN + 1], side[64];
-	int rc;
+	char name[SEG_NAME_LEN + 1];
+	unsigned char buf[SEG_HDR];
+	ssize_t n = wire_pread_upto(fd, buf, sizeof buf, 0);
 
 	seg_name(name, seq);
-	if (size == 0) {
-		if (unlinkat(sc->dirfd, name, 0) < 0)
-			return -errno;
-		if (fsync(sc->dirfd) < 0)
-			return -errno;
-		scan_log(sc, "%s/%s: removed (%s, empty)", sc->dir, name, why);
-		return 0;
+	if (n < 0) {
+		set_err(sc->err, sc->errlen, "%s/%s: cannot read: %s", sc->dir, name,
+			strerror((int)-n));
+		return (int)n;
 	}
-	rc = place_side_file(sc->dirfd, name, seq, 0, side, sizeof side);
-	if (rc < 0)
-		return rc;
-	scan_log(sc, "%s/%s: %s; moved aside to %s/%s", sc->dir, name, why, sc->dir, side);
+	switch (hdr_decode(buf, (size_t)n, h)) {
+	case HDR_OK:
+		break;
+	case HDR_OLD:
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: written in the journal format " SEG_MAGIC_V1
+			" of an older forkpoint; this version reads only " SEG_MAGIC " and does not "
+			"convert (move the state dir away to start afresh)", sc->dir, name);
+		return -EPROTO;
+	case HDR_SHORT:
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: only %zd bytes, not a whole segment "
+			"header (segments are created complete): the journal is damaged", sc->dir,
+			name, n);
+		return -EBADMSG;
+	default:
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: bad segment header (magic or "
+			"checksum): the journal is damaged", sc->dir, name);
+		return -EBADMSG;
+	}
+	if (h->seq != seq) {
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: its header says it is segment %016"
+			PRIx64 ": the segment was renamed or copied, the journal is damaged", sc->dir,
+			name, h->seq);
+		return -EBADMSG;
+	}
 	return 0;
 }
 
-/* Walk a loaded snapshot segment far enough to see its END record.  1 if complete; 0 with
- * *bad_off and *bad_st set if damage comes first. */
-static int snapshot_complete(struct seg *s, size_t *bad_off, int *bad_st)
+static int head_load(struct scan *sc)
 {
-	size_t off = SEG_HDR;
-	struct rec r;
+	int rc = sc->ignore_head ? -ENOENT : head_read(sc->dirfd, &sc->head);
 
-	while (off < s->len) {
-		int st = rec_read(s->buf, s->len, off, 1, &r);
-		if (st != REC_OK) {
-			*bad_off = off;
-			*bad_st = st;
-			return 0;
+	sc->have_head = rc == 0;
+	if (rc == 0 || rc == -ENOENT)
+		return 0;
+	if (rc == -EBADMSG)
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": damaged (size, magic or checksum): "
+			"lost segments could not be detected, the journal is refused", sc->dir);
+	else
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": %s", sc->dir, strerror(-rc));
+	return rc;
+}
+
+/* The live chain, newest first, back to a snapshot or the journal's first segment: each
+ * header must name the segment listed before it.  On return p->segs holds it oldest first
+ * and *start is the index in all[] it starts at. */
+static int chain_collect(struct scan *sc, struct plan *p, const uint64_t *all, size_t na,
+			 size_t *start)
+{
+	char name[SEG_NAME_LEN + 1];
+	size_t filled = 0;
+	uint64_t before = 0;    /* the segment listed before the one whose predecessor is wrong */
+	int rc, found = 0;
+
+	for (size_t i = na; i-- > 0 && !found;) {
+		struct seg s = { .seq = all[i], .fd = -1 };
+
+		rc = open_segment(sc, all[i], &s.fd);
+		if (rc < 0)
+			goto fail;
+		rc = read_header(sc, all[i], s.fd, &s.hdr);
+		if (rc < 0) {
+			close(s.fd);
+			goto fail;
 		}
-		off += REC_HDR + r.len;
-		if (r.type == JOURNAL_SNAPSHOT_END) {
-			s->verified = off;
-			return 1;
+		if (filled > 0 && p->segs[filled - 1].hdr.prev != s.seq) {
+			close(s.fd);
+			before = s.seq;
+			break;  /* reported below: the newer one's predecessor is missing */
 		}
+		p->segs[filled++] = s;
+		*start = i;
+		found = (s.hdr.flags & SEG_F_SNAPSHOT) != 0 || s.hdr.prev == 0;
 	}
-	*bad_off = off;
-	*bad_st = REC_SHORT_HEADER;
+	if (filled > 0 && !found) {
+		const struct seg *o = &p->segs[filled - 1];
+		char what[96];
+		seg_name(name, o->seq);
+		if (before > o->hdr.prev)
+			snprintf(what, sizeof what, "but segment %016" PRIx64 " comes before it", before);
+		else
+			snprintf(what, sizeof what, "which is missing");
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: its header says it follows segment "
+			"%016" PRIx64 ", %s: the journal is damaged (a segment was lost, duplicated or "
+			"renumbered)", sc->dir, name, o->hdr.prev, what);
+		rc = -EBADMSG;
+		goto fail;
+	}
+	if (found && *start > 0 && !(p->segs[filled - 1].hdr.flags & SEG_F_SNAPSHOT)) {
+		seg_name(name, p->segs[filled - 1].seq);
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: its header says it is the journal's "
+			"first segment, but older segments exist: the journal is damaged", sc->dir,
+			name);
+		rc = -EBADMSG;
+		goto fail;
+	}
+	for (size_t a = 0, b = filled; a + 1 < b; a++, b--) {
+		struct seg t = p->segs[a];
+		p->segs[a] = p->segs[b - 1];
+		p->segs[b - 1] = t;
+	}
+	p->n = filled;
+	return 0;
+fail:
+	p->n = filled;
+	return rc;
+}
+
+/* HEAD against the listing: its segment must exist, and if live it must be at least as long
+ * as HEAD says.  Without HEAD only a journal whose creation was interrupted is accepted: one
+ * first segment holding nothing but its header.  -EAGAIN (message set) when a concurrent
+ * compaction may explain a missing segment: a scan without the lock lists again. */
+static int head_check(struct scan *sc, struct plan *p, const uint64_t *all, size_t na)
+{
+	struct stat st;
+	int present = 0;
+
+	if (!sc->have_head) {
+		if (na == 0 || sc->ignore_head)
+			return 0;
+		if (na == 1 && p->n == 1 && p->segs[0].hdr.prev == 0 &&
+		    fstat(p->segs[0].fd, &st) == 0 && st.st_size == (off_t)SEG_HDR)
+			return 0;
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": missing, but the journal has "
+			"segments: lost segments could not be detected, the journal is refused",
+			sc->dir);
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < na; i++)
+		present |= all[i] == sc->head.seq;
+	if (!present) {
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": names segment %016" PRIx64
+			".seg (%" PRIu64 " bytes, records up to number %" PRIu64 "), which is "
+			"missing: the journal is damaged (its newest segment was lost)", sc->dir,
+			sc->head.seq, sc->head.len, sc->head.lsn - 1);
+		return sc->mutate ? -EBADMSG : -EAGAIN;
+	}
+	if (sc->head.seq > sc->max_seq)
+		sc->max_seq = sc->head.seq;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->segs[i].seq == sc->head.seq)
+			p->segs[i].min_len = sc->head.len;
 	return 0;
 }
 
-/* Decide which segments are live.  Newest first: drop a torn creation, then look for the
- * newest segment with a complete snapshot; a newest one with an incomplete snapshot is a torn
- * compaction (the older segments are still whole).  Every live segment is opened here, before
- * anything is replayed, so a concurrent compaction deleting files cannot cut a replay short.
- * -ENOENT means the listing went stale under us (the caller may list again). */
+/* Decide which segments are live and check that they form one chain.  Every live segment is
+ * opened here, before anything is replayed, so a concurrent compaction deleting files cannot
+ * cut a replay short.  -ENOENT or -EAGAIN means the listing went stale under us (the caller
+ * may list again). */
 static int plan_build(struct scan *sc, struct plan *p)
 {
 	uint64_t *all = NULL;
-	size_t na = 0, start = 0, filled = 0;
+	size_t na = 0, start = 0;
 	int rc;
 
 	memset(p, 0, sizeof *p);
+	rc = head_load(sc);
+	if (rc < 0)
+		return rc;
 	rc = list_segments(sc->dirfd, &all, &na);
 	if (rc < 0)
 		return rc;
@@ -568,115 +803,11 @@ static int plan_build(struct scan *sc, struct plan *p)
 		rc = -ENOMEM;
 		goto fail;
 	}
-
-	if (na > 0) {
-		struct stat st;
-		int fd;
-		rc = open_segment(sc, all[na - 1], &fd);
-		if (rc < 0)
-			goto fail;
-		if (fstat(fd, &st) < 0) {
-			rc = -errno;
-			close(fd);
-			goto fail;
-		}
-		close(fd);
-		if (st.st_size < (off_t)SEG_HDR) {
-			char name[SEG_NAME_LEN + 1];
-			seg_name(name, all[na - 1]);
-			if (sc->mutate) {
-				rc = set_aside(sc, all[na - 1], (uint64_t)st.st_size,
-					       "segment creation was interrupted");
-				if (rc < 0) {
-					set_err(sc->err, sc->errlen, "%s/%s: cannot set aside: %s",
-						sc->dir, name, strerror(-rc));
-					goto fail;
-				}
-			} else if (sc->report_repairable && sc->finding[0] == '\0') {
-				snprintf(sc->finding, sizeof sc->finding,
-					 "%s/%s: only %lld bytes, no complete header (interrupted "
-					 "segment creation; --repair sets it aside)",
-					 sc->dir, name, (long long)st.st_size);
-			}
-			na--;
-		}
-	}
-
-	/* Collected newest first, reversed once the start is known. */
-	for (size_t i = na; i-- > 0;) {
-		struct seg s = { .seq = all[i], .fd = -1 };
-		unsigned char peek[SEG_HDR + REC_HDR];
-		ssize_t got;
-
-		rc = open_segment(sc, all[i], &s.fd);
-		if (rc < 0)
-			goto fail;
-		got = pread(s.fd, peek, sizeof peek, 0);
-		if (got == (ssize_t)sizeof peek && peek[SEG_HDR + 8] == JOURNAL_SNAPSHOT_BEGIN) {
-			size_t bad_off = 0;
-			int bad_st = 0;
-			rc = seg_load(&s);
-			if (rc < 0) {
-				close(s.fd);
-				goto fail;
-			}
-			/* Only a checksummed BEGIN makes a snapshot segment: a damaged first
-			 * record whose type byte happens to read BEGIN is ordinary damage. */
-			struct rec first;
-			if (!seg_header_ok(&s) ||
-			    rec_read(s.buf, s.len, SEG_HDR, 1, &first) != REC_OK) {
-				p->segs[filled++] = s;
-				start = i;
-				continue;
-			}
-			if (snapshot_complete(&s, &bad_off, &bad_st)) {
-				p->segs[filled++] = s;
-				start = i;
-				break;
-			}
-			char name[SEG_NAME_LEN + 1];
-			seg_name(name, s.seq);
-			if (i == na - 1) {
-				uint64_t size = s.len;
-				seg_unload(&s);
-				close(s.fd);
-				if (sc->mutate) {
-					rc = set_aside(sc, all[i], size,
-						       "snapshot without its end record (interrupted "
-						       "compaction)");
-					if (rc < 0) {
-						set_err(sc->err, sc->errlen,
-							"%s/%s: cannot set aside: %s", sc->dir,
-							name, strerror(-rc));
-						goto fail;
-					}
-				} else if (sc->report_repairable && sc->finding[0] == '\0') {
-					snprintf(sc->finding, sizeof sc->finding,
-						 "%s/%s: snapshot without its end record (interrupted "
-						 "compaction; --repair sets it aside)", sc->dir, name);
-				}
-				na--;
-				continue;
-			}
-			set_err(sc->err, sc->errlen,
-				"%s/%s: offset %zu: %s before the snapshot's end record, and newer "
-				"segments follow: the journal is damaged", sc->dir, name, bad_off,
-				bad_off >= s.len ? "end of file" : rec_reason(bad_st));
-			seg_unload(&s);
-			close(s.fd);
-			rc = -EBADMSG;
-			goto fail;
-		}
-		p->segs[filled++] = s;
-		start = i;
-	}
-	for (size_t a = 0, b = filled; a + 1 < b; a++, b--) {
-		struct seg t = p->segs[a];
-		p->segs[a] = p->segs[b - 1];
-		p->segs[b - 1] = t;
-	}
-	p->n = filled;
-
+	rc = chain_collect(sc, p, all, na, &start);
+	if (rc == 0)
+		rc = head_check(sc, p, all, na);
+	if (rc < 0)
+		goto fail;
 	if (start > 0) {
 		p->obsolete = malloc(start * sizeof *p->obsolete);
 		if (p->obsolete == NULL) {
@@ -690,7 +821,6 @@ static int plan_build(struct scan *sc, struct plan *p)
 	return 0;
 
 fail:
-	p->n = filled;
 	plan_free(p);
 	free(all);
 	return rc;
@@ -726,51 +856,65 @@ static int cut_tail(struct scan *sc, struct seg *s, size_t off)
 	return 0;
 }
 
-/* Walk one live segment: deliver or count its records, then classify whatever stops the walk.
- * Leaves s->good at the end of the last valid record. */
-static int walk_segment(struct scan *sc, struct seg *s, int newest)
+/* One record of a snapshot segment's snapshot part.  It must open with BEGIN; END closes it
+ * and must state the record count, byte length and CRC32C of everything from BEGIN to it. */
+static int snap_step(struct scan *sc, const struct seg *s, size_t off, const struct rec *r,
+		     int first, int *in_snap, int lead)
 {
 	char name[SEG_NAME_LEN + 1];
-	size_t off = SEG_HDR;
-	struct rec r;
-	int st = REC_OK;
+	const char *why = NULL;
 
 	seg_name(name, s->seq);
-	if (!seg_header_ok(s)) {
-		set_err(sc->err, sc->errlen, "%s/%s: offset 0: bad segment header", sc->dir, name);
-		return -EBADMSG;
+	if (first && r->type != JOURNAL_SNAPSHOT_BEGIN) {
+		why = "a snapshot segment must start with the snapshot's begin record";
+	} else if (!first && r->type == JOURNAL_SNAPSHOT_BEGIN) {
+		why = "a second snapshot begin record";
+	} else if (r->type == JOURNAL_SNAPSHOT_END) {
+		size_t span = off - SEG_HDR;
+		if (r->len != 20 || get_le64(r->payload) != r->lsn - s->hdr.first_lsn - 1 ||
+		    get_le64(r->payload + 8) != span ||
+		    get_le32(r->payload + 16) != crc32c(0, s->buf + SEG_HDR, span))
+			why = "the snapshot's end record does not match the snapshot (record count, "
+			      "length or checksum)";
+		*in_snap = 0;
+		if (lead)
+			sc->snap_bytes = off + REC_HDR + r->len;
 	}
-	while (off < s->len) {
-		st = rec_read(s->buf, s->len, off, off >= s->verified, &r);
-		if (st != REC_OK)
-			break;
-		/* Snapshot markers frame the journal's own structure; callers never see them. */
-		if (sc->deliver && r.type != JOURNAL_SNAPSHOT_BEGIN &&
-		    r.type != JOURNAL_SNAPSHOT_END) {
-			if (sc->cb != NULL) {
-				if (sc->cb(sc->arg, r.type, r.payload, r.len, sc->err,
-					   sc->errlen) != 0) {
-					if (sc->err == NULL || sc->errlen == 0 || sc->err[0] == '\0')
-						set_err(sc->err, sc->errlen,
-							"%s/%s: offset %zu: replay stopped by the "
-							"record handler", sc->dir, name, off);
-					return -ECANCELED;
-				}
-			}
-			sc->records++;
-		} else if (!sc->deliver) {
-			sc->records++;
-		}
-		off += REC_HDR + r.len;
-	}
-	s->good = off;
-	if (off == s->len)
+	if (why == NULL)
 		return 0;
+	set_err(sc->err, sc->errlen, "%s/%s: offset %zu: %s: the journal is damaged", sc->dir, name,
+		off, why);
+	return -EBADMSG;
+}
 
-	if (!newest) {
-		set_err(sc->err, sc->errlen,
-			"%s/%s: offset %zu: %s in a segment that is not the newest: the journal "
-			"is damaged", sc->dir, name, off, rec_reason(st));
+/* Hand one valid record to the callback; its failure message gets file and offset. */
+static int deliver(struct scan *sc, const char *name, size_t off, const struct rec *r)
+{
+	char msg[MSG_MAX];
+
+	if (r->type >= JOURNAL_RESERVED_FIRST)
+		return 0;   /* the journal's own: neither delivered nor counted */
+	sc->records++;
+	if (!sc->deliver || sc->cb == NULL)
+		return 0;
+	if (sc->cb(sc->arg, r->type, r->payload, r->len, sc->err, sc->errlen) == 0)
+		return 0;
+	msg[0] = '\0';
+	if (sc->err != NULL && sc->errlen > 0)
+		snprintf(msg, sizeof msg, "%s", sc->err);
+	set_err(sc->err, sc->errlen, "%s/%s: offset %zu: %s", sc->dir, name, off,
+		msg[0] ? msg : "replay stopped by the record handler");
+	return -ECANCELED;
+}
+
+/* The walk stopped at off before the end of the newest segment: a torn tail (cut, or reported
+ * by fsck) only past HEAD's mark and with no valid record after it; otherwise damage. */
+static int tail_decide(struct scan *sc, struct seg *s, size_t off, int st, const char *name)
+{
+	if (off < s->min_len) {
+		set_err(sc->err, sc->errlen, "%s/%s: offset %zu: %s before offset %" PRIu64 ", up to "
+			"which HEAD records the segment as durable: the journal is damaged", sc->dir,
+			name, off, rec_reason(st), s->min_len);
 		return -EBADMSG;
 	}
 	int later = valid_after(s->buf, s->len, off);
@@ -801,23 +945,115 @@ static int walk_segment(struct scan *sc, struct seg *s, int newest)
 	return 0;
 }
 
+/* Walk one live segment: check each record's checksum and sequence number, deliver or count
+ * it, verify a snapshot part, then classify whatever stops the walk.  sc->lsn is the number
+ * the first record must carry; s->good ends at the last valid record. */
+static int walk_segment(struct scan *sc, struct seg *s, int newest, int lead)
+{
+	char name[SEG_NAME_LEN + 1];
+	int in_snap = (s->hdr.flags & SEG_F_SNAPSHOT) != 0;
+	size_t off = SEG_HDR;
+	struct rec r;
+	int st = REC_OK, rc;
+
+	seg_name(name, s->seq);
+	if (s->len < SEG_HDR || s->hdr.first_lsn != sc->lsn) {
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: the header says the first record is "
+			"number %" PRIu64 ", but %" PRIu64 " comes next: the journal is damaged "
+			"(records lost or duplicated)", sc->dir, name, s->hdr.first_lsn, sc->lsn);
+		return -EBADMSG;
+	}
+	while (off < s->len) {
+		st = rec_read(s->buf, s->len, off, 1, &r);
+		if (st != REC_OK)
+			break;
+		if (r.lsn != sc->lsn) {
+			set_err(sc->err, sc->errlen, "%s/%s: offset %zu: record number %" PRIu64
+				" where %" PRIu64 " was expected: records were lost, duplicated or "
+				"reordered, the journal is damaged", sc->dir, name, off, r.lsn,
+				sc->lsn);
+			return -EBADMSG;
+		}
+		if (in_snap && (rc = snap_step(sc, s, off, &r, off == SEG_HDR, &in_snap, lead)) < 0)
+			return rc;
+		if ((rc = deliver(sc, name, off, &r)) < 0)
+			return rc;
+		sc->lsn++;
+		off += REC_HDR + r.len;
+	}
+	s->good = off;
+	if (in_snap) {
+		set_err(sc->err, sc->errlen, "%s/%s: offset %zu: %s inside a snapshot (a published "
+			"snapshot is always complete): the journal is damaged", sc->dir, name, off,
+			off == s->len ? "end of file" : rec_reason(st));
+		return -EBADMSG;
+	}
+	if (off == s->len) {
+		if (s->len >= s->min_len)
+			return 0;
+		set_err(sc->err, sc->errlen, "%s/%s: offset %zu: the segment ends here, but HEAD "
+			"records %" PRIu64 " bytes of it as durable: records were lost (truncated), "
+			"the journal is damaged", sc->dir, name, off, s->min_len);
+		return -EBADMSG;
+	}
+	if (!newest) {
+		set_err(sc->err, sc->errlen,
+			"%s/%s: offset %zu: %s in a segment that is not the newest: the journal "
+			"is damaged", sc->dir, name, off, rec_reason(st));
+		return -EBADMSG;
+	}
+	return tail_decide(sc, s, off, st, name);
+}
+
+/* A sealed segment must have exactly the length its successor's header records. */
+static int check_sealed(struct scan *sc, const struct seg *prev, const struct seg *s)
+{
+	char name[SEG_NAME_LEN + 1], next[SEG_NAME_LEN + 1];
+
+	if (s->hdr.prev_len == prev->len)
+		return 0;
+	seg_name(name, prev->seq);
+	seg_name(next, s->seq);
+	set_err(sc->err, sc->errlen, "%s/%s: offset %zu: the segment ends here, but %s's header "
+		"records it as sealed at %" PRIu64 " bytes: the journal is damaged (%s)", sc->dir,
+		name, prev->len, next, s->hdr.prev_len,
+		prev->len < s->hdr.prev_len ? "truncated" : "extended");
+	return -EBADMSG;
+}
+
 static int plan_walk(struct scan *sc, struct plan *p)
 {
+	char name[SEG_NAME_LEN + 1];
+
+	sc->lsn = p->n > 0 ? p->segs[0].hdr.first_lsn : 1;
+	if (p->n > 0 && !(p->segs[0].hdr.flags & SEG_F_SNAPSHOT) && sc->lsn != 1) {
+		seg_name(name, p->segs[0].seq);
+		set_err(sc->err, sc->errlen, "%s/%s: offset 0: the journal's first segment starts at "
+			"record %" PRIu64 ", not 1: the journal is damaged", sc->dir, name, sc->lsn);
+		return -EBADMSG;
+	}
 	for (size_t i = 0; i < p->n; i++) {
 		struct seg *s = &p->segs[i];
 		int rc = seg_load(s);
 		if (rc < 0) {
-			char name[SEG_NAME_LEN + 1];
 			seg_name(name, s->seq);
 			set_err(sc->err, sc->errlen, "%s/%s: cannot read: %s", sc->dir, name,
 				strerror(-rc));
 			return rc;
 		}
-		rc = walk_segment(sc, s, i + 1 == p->n);
+		if (i > 0 && (rc = check_sealed(sc, &p->segs[i - 1], s)) < 0)
+			return rc;
+		rc = walk_segment(sc, s, i + 1 == p->n, i == 0);
 		seg_unload(s);
 		if (rc < 0)
 			return rc;
 		sc->total += s->good;
+	}
+	if (sc->have_head && sc->lsn < sc->head.lsn) {
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": records up to number %" PRIu64 " were "
+			"durable, but the journal ends after %" PRIu64 ": records were lost, the "
+			"journal is damaged", sc->dir, sc->head.lsn - 1, sc->lsn - 1);
+		return -EBADMSG;
 	}
 	return 0;
 }
@@ -843,17 +1079,34 @@ static void delete_obsolete(struct scan *sc, const struct plan *p)
 	}
 }
 
-/* Plan (listing again once if a concurrent compaction deleted files under us), then walk. */
+static void scan_setup(struct scan *sc, const char *dir, int dirfd, int writable, int mutate,
+		       char *err, size_t errlen)
+{
+	memset(sc, 0, sizeof *sc);
+	sc->dir = dir;
+	sc->dirfd = dirfd;
+	sc->writable = writable;
+	sc->mutate = mutate;
+	sc->err = err;
+	sc->errlen = errlen;
+}
+
+/* Plan (listing again a few times if a concurrent compaction deleted files under us), then
+ * walk. */
 static int scan_run(struct scan *sc, struct plan *p)
 {
 	int rc;
 
 	for (int attempt = 0;; attempt++) {
+		if (sc->err != NULL && sc->errlen > 0)
+			sc->err[0] = '\0';
 		rc = plan_build(sc, p);
-		if (rc == -ENOENT && !sc->mutate && attempt == 0)
+		if ((rc == -ENOENT || rc == -EAGAIN) && !sc->mutate && attempt < 4)
 			continue;
 		break;
 	}
+	if (rc == -EAGAIN)
+		rc = -EBADMSG;
 	if (rc < 0) {
 		if (sc->err != NULL && sc->errlen > 0 && sc->err[0] == '\0')
 			set_err(sc->err, sc->errlen, "%s: cannot read the journal: %s", sc->dir,
@@ -971,20 +1224,18 @@ static int mkdir_durable(const char *path)
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-/* Create segment `seq` atomically: header under a temp name, fdatasync, rename, directory
- * fsync.  With finish = 0 the temp file is left open and unnamed-in-place (compaction fills
- * it first); *fd gets the open descriptor either way. */
-static int seg_create(struct journal *j, uint64_t seq, int finish, int *fd)
+/* Create the segment h describes atomically: header under a temp name, fdatasync, rename,
+ * directory fsync.  With finish = 0 the temp file is left open and unnamed-in-place
+ * (compaction fills it first); *fd gets the open descriptor either way. */
+static int seg_create(struct journal *j, const struct seg_hdr *h, int finish, int *fd)
 {
 	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 8];
 	unsigned char hdr[SEG_HDR];
-	uint64_t le = htole64(seq);
 	int rc;
 
-	seg_name(name, seq);
+	seg_name(name, h->seq);
 	snprintf(tmp, sizeof tmp, "%s.tmp", name);
-	memcpy(hdr, SEG_MAGIC, 8);
-	memcpy(hdr + 8, &le, 8);
+	hdr_encode(hdr, h);
 	*fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (*fd < 0)
 		return -errno;
@@ -1048,15 +1299,17 @@ static int batch_add(struct journal *j, uint8_t type, const void *payload, size_
 		return rc;
 	unsigned char *p = j->batch + j->blen;
 	put_le32(p, (uint32_t)len);
-	put_le32(p + 4, rec_crc(type, payload, len));
-	p[8] = type;
+	put_le64(p + 8, j->lsn_next++);
+	p[16] = type;
 	if (len > 0)
 		memcpy(p + REC_HDR, payload, len);
+	put_le32(p + 4, rec_crc(p, len));
 	j->blen += REC_HDR + len;
 
 	/* A snapshot goes to a file no reader trusts until it is renamed: it can be written
 	 * ahead without syncing, keeping memory bounded whatever the live state's size. */
 	if (j->rw_active && j->blen >= REWRITE_SPILL) {
+		j->rw_crc = crc32c(j->rw_crc, j->batch, j->blen);
 		rc = wire_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
 		if (rc < 0) {
 			j->rw_err = rc;
@@ -1070,10 +1323,57 @@ static int batch_add(struct journal *j, uint8_t type, const void *payload, size_
 
 int journal_append(struct journal *j, uint8_t type, const void *payload, size_t len)
 {
-	/* The markers are the journal's own: a stray one would make replay skip history. */
-	if (type == JOURNAL_SNAPSHOT_BEGIN || type == JOURNAL_SNAPSHOT_END)
+	/* The reserved types are the journal's own: a stray marker would corrupt a snapshot. */
+	if (type >= JOURNAL_RESERVED_FIRST)
 		return -EINVAL;
 	return batch_add(j, type, payload, len);
+}
+
+/* Record in HEAD how far the journal durably is.  A failure only weakens what the next open can
+ * detect (HEAD still names an older, existing point), so callers may ignore it. */
+static int mark_head(struct journal *j, uint32_t flags)
+{
+	struct head h = { .seq = j->seq, .len = j->off, .lsn = j->lsn_durable, .flags = flags };
+	return head_write(j->dirfd, &h);
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* After a commit: move HEAD forward if it is older than head_every_ms, bounding how many
+ * committed records a crash followed by a cut at a record boundary could hide.  Costs one
+ * small write, two syncs and a rename per interval, never per commit. */
+static void head_maybe(struct journal *j)
+{
+	int64_t now = mono_ms();
+
+	if (now - j->head_at_ms < (int64_t)j->head_every_ms)
+		return;
+	if (mark_head(j, 0) == 0)
+		j->head_at_ms = now;
+}
+
+/* Seal the current segment by starting its successor, whose header records the current
+ * segment's final length and the next sequence number. */
+static int roll(struct journal *j)
+{
+	struct seg_hdr h = { .seq = j->next_seq, .prev = j->seq, .prev_len = j->off,
+			     .first_lsn = j->lsn_durable };
+	int nfd, rc = seg_create(j, &h, 1, &nfd);
+
+	if (rc < 0)
+		return rc;
+	close(j->fd);
+	j->fd = nfd;
+	j->seq = j->next_seq++;
+	j->off = SEG_HDR;
+	j->total += SEG_HDR;
+	mark_head(j, 0);   /* best effort: without it a lost new segment goes unnoticed */
+	return 0;
 }
 
 /* 0 if j may commit or start a rewrite now, else why not.  Between rewrite_begin and
@@ -1102,15 +1402,9 @@ int journal_commit(struct journal *j)
 	if (j->blen == 0)
 		return 0;
 	if (j->off > SEG_HDR && j->off + j->blen > j->segment_bytes) {
-		int nfd;
-		rc = seg_create(j, j->next_seq, 1, &nfd);
+		rc = roll(j);
 		if (rc < 0)
 			return rc;
-		close(j->fd);
-		j->fd = nfd;
-		j->seq = j->next_seq++;
-		j->off = SEG_HDR;
-		j->total += SEG_HDR;
 	}
 	rc = wire_pwrite_full(j->fd, j->batch, j->blen, j->off);
 	if (rc == 0 && fdatasync(j->fd) < 0)
@@ -1124,6 +1418,8 @@ int journal_commit(struct journal *j)
 	j->off += j->blen;
 	j->total += j->blen;
 	j->blen = 0;
+	j->lsn_durable = j->lsn_next;
+	head_maybe(j);
 	return 0;
 }
 
@@ -1142,6 +1438,11 @@ uint64_t journal_records_replayed(const struct journal *j)
 	return j != NULL ? j->replayed : 0;
 }
 
+uint64_t journal_snapshot_bytes(const struct journal *j)
+{
+	return j != NULL ? j->snap_bytes : 0;
+}
+
 /* ---- compaction ------------------------------------------------------------------------- */
 
 void journal_rewrite_abort(struct journal *j)
@@ -1158,6 +1459,7 @@ void journal_rewrite_abort(struct journal *j)
 	j->rw_active = 0;
 	j->rw_err = 0;
 	j->blen = 0;
+	j->lsn_next = j->rw_lsn;   /* the snapshot's numbers were never published */
 }
 
 int journal_rewrite_begin(struct journal *j)
@@ -1169,11 +1471,15 @@ int journal_rewrite_begin(struct journal *j)
 	rc = journal_commit(j);
 	if (rc < 0)
 		return rc;
-	rc = seg_create(j, j->next_seq, 0, &j->rw_fd);
+	struct seg_hdr h = { .seq = j->next_seq, .prev = j->seq, .prev_len = j->off,
+			     .first_lsn = j->lsn_durable, .flags = SEG_F_SNAPSHOT };
+	rc = seg_create(j, &h, 0, &j->rw_fd);
 	if (rc < 0)
 		return rc;
 	j->rw_seq = j->next_seq;
 	j->rw_off = SEG_HDR;
+	j->rw_lsn = j->lsn_next;
+	j->rw_crc = 0;
 	j->rw_err = 0;
 	j->rw_active = 1;
 	rc = batch_add(j, JOURNAL_SNAPSHOT_BEGIN, NULL, 0);
@@ -1213,8 +1519,15 @@ int journal_rewrite_end(struct journal *j)
 	if (!j->rw_active)
 		return -EINVAL;
 	rc = j->rw_err;
-	if (rc == 0)
-		rc = batch_add(j, JOURNAL_SNAPSHOT_END, NULL, 0);
+	if (rc == 0) {
+		/* END states what it closes: record count, byte length and checksum of the
+		 * snapshot from BEGIN on (what was spilled plus what is still batched). */
+		unsigned char end[20];
+		put_le64(end, j->lsn_next - j->rw_lsn - 1);
+		put_le64(end + 8, j->rw_off - SEG_HDR + j->blen);
+		put_le32(end + 16, crc32c(j->rw_crc, j->batch, j->blen));
+		rc = batch_add(j, JOURNAL_SNAPSHOT_END, end, sizeof end);
+	}
 	if (rc == 0 && j->blen > 0)
 		rc = wire_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
 	if (rc == 0) {
@@ -1240,12 +1553,17 @@ int journal_rewrite_end(struct journal *j)
 	j->off = j->rw_off;
 	j->next_seq = j->rw_seq + 1;
 	j->total = j->rw_off;
+	j->snap_bytes = j->rw_off;
+	j->lsn_durable = j->lsn_next;
 	j->tail_dirty = 0;
 	j->rw_fd = -1;
 	j->rw_active = 0;
 	if (fsync(j->dirfd) < 0)
 		return -errno;   /* the rename may not be durable: keep the old segments */
-	delete_older(j);
+	/* HEAD must name the snapshot before the segments it may name go: until then the next
+	 * open deletes them itself. */
+	if (mark_head(j, 0) == 0)
+		delete_older(j);
 	return 0;
 }
 
@@ -1256,6 +1574,10 @@ void journal_close(struct journal *j)
 	if (j == NULL)
 		return;
 	journal_rewrite_abort(j);
+	/* A clean close: HEAD then covers every committed record, so a later truncation of the
+	 * newest segment at a record boundary is detected too. */
+	if (!j->read_only && j->fd >= 0 && !j->tail_dirty)
+		mark_head(j, HEAD_F_CLEAN);
 	if (j->fd >= 0)
 		close(j->fd);
 	if (j->dirfd >= 0)
@@ -1265,6 +1587,44 @@ void journal_close(struct journal *j)
 	free(j->batch);
 	free(j->dir);
 	free(j);
+}
+
+/* After a writable replay: continue the newest segment (or create the first one), record the
+ * point reached in HEAD, and only then delete segments older than the snapshot (HEAD may name
+ * one of them until it is rewritten). */
+static int open_position(struct journal *j, struct scan *sc, struct plan *p, char *err,
+			 size_t errlen)
+{
+	int rc;
+
+	if (p->n > 0) {
+		struct seg *s = &p->segs[p->n - 1];
+		j->fd = s->fd;
+		s->fd = -1;
+		j->seq = s->seq;
+		j->off = s->good;
+	} else {
+		struct seg_hdr h = { .seq = j->next_seq, .first_lsn = 1 };
+		rc = seg_create(j, &h, 1, &j->fd);
+		if (rc < 0) {
+			set_err(err, errlen, "%s: cannot create a segment: %s", j->dir,
+				strerror(-rc));
+			return rc;
+		}
+		j->seq = j->next_seq++;
+		j->off = SEG_HDR;
+		j->total = SEG_HDR;
+	}
+	if (j->seq >= j->next_seq)
+		j->next_seq = j->seq + 1;
+	rc = mark_head(j, 0);
+	j->head_at_ms = mono_ms();
+	if (rc == 0)
+		delete_obsolete(sc, p);
+	else
+		scan_log(sc, "%s/" HEAD_NAME ": cannot update: %s (older segments are kept)", j->dir,
+			 strerror(-rc));
+	return 0;
 }
 
 int journal_open(const char *state_dir, const struct journal_opts *opts,
@@ -1288,6 +1648,8 @@ int journal_open(const char *state_dir, const struct journal_opts *opts,
 	j->read_only = opts != NULL && opts->read_only;
 	j->segment_bytes = opts != NULL && opts->segment_bytes > 0 ? opts->segment_bytes
 								   : DEFAULT_SEGMENT_BYTES;
+	j->head_every_ms = opts != NULL && opts->head_interval_ms > 0 ? opts->head_interval_ms
+								      : HEAD_EVERY_MS;
 	if (asprintf(&j->dir, "%s/journal", state_dir) < 0) {
 		j->dir = NULL;
 		rc = -ENOMEM;
@@ -1319,45 +1681,24 @@ int journal_open(const char *state_dir, const struct journal_opts *opts,
 		remove_temps(j->dirfd);
 	}
 
-	memset(&sc, 0, sizeof sc);
-	sc.dir = j->dir;
-	sc.dirfd = j->dirfd;
-	sc.writable = !j->read_only;
-	sc.mutate = !j->read_only;
+	scan_setup(&sc, j->dir, j->dirfd, !j->read_only, !j->read_only, err, errlen);
 	sc.deliver = 1;
 	sc.cb = cb;
 	sc.log = log;
 	sc.arg = arg;
-	sc.err = err;
-	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
 	if (rc < 0)
 		goto fail;
 	j->replayed = sc.records;
 	j->total = sc.total;
 	j->next_seq = sc.max_seq + 1;
+	j->lsn_next = j->lsn_durable = sc.lsn;
+	j->snap_bytes = sc.snap_bytes;
 
 	if (!j->read_only) {
-		delete_obsolete(&sc, &p);
-		if (p.n > 0) {
-			struct seg *s = &p.segs[p.n - 1];
-			j->fd = s->fd;
-			s->fd = -1;
-			j->seq = s->seq;
-			j->off = s->good;
-		} else {
-			rc = seg_create(j, j->next_seq, 1, &j->fd);
-			if (rc < 0) {
-				set_err(err, errlen, "%s: cannot create a segment: %s", j->dir,
-					strerror(-rc));
-				goto fail;
-			}
-			j->seq = j->next_seq++;
-			j->off = SEG_HDR;
-			j->total = SEG_HDR;
-		}
-		if (j->seq >= j->next_seq)
-			j->next_seq = j->seq + 1;
+		rc = open_position(j, &sc, &p, err, errlen);
+		if (rc < 0)
+			goto fail;
 	}
 	plan_free(&p);
 	*out = j;
@@ -1379,6 +1720,30 @@ static void fsck_log(void *arg, const char *msg)
 	if (acc->len == 0 || used + 3 >= acc->len)
 		return;
 	snprintf(acc->buf + used, acc->len - used, "%s%s", used ? "; " : "", msg);
+}
+
+/* fsck --new-head: record the chain as found in HEAD (after the operator cut a journal back
+ * by hand); everything else about it was checked by the pass before. */
+static int fsck_new_head(struct scan *sc, const struct plan *p, char *done, size_t len)
+{
+	size_t used = strlen(done);
+	struct head h = { .lsn = sc->lsn };
+	int rc;
+
+	if (p->n == 0)
+		return 0;
+	h.seq = p->segs[p->n - 1].seq;
+	h.len = p->segs[p->n - 1].good;
+	rc = head_write(sc->dirfd, &h);
+	if (rc < 0) {
+		set_err(sc->err, sc->errlen, "%s/" HEAD_NAME ": cannot write: %s", sc->dir,
+			strerror(-rc));
+		return rc;
+	}
+	snprintf(done + used, len - used, "%s%s/" HEAD_NAME " rewritten: segment %016" PRIx64
+		 ", %" PRIu64 " bytes, records up to number %" PRIu64, used ? "; " : "", sc->dir,
+		 h.seq, h.len, h.lsn - 1);
+	return 0;
 }
 
 int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err, size_t errlen)
@@ -1414,21 +1779,17 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 			goto out;
 	}
 
-	memset(&sc, 0, sizeof sc);
-	sc.dir = dir;
-	sc.dirfd = dirfd;
-	sc.writable = repair != 0;
-	sc.mutate = 0;                  /* first a dry run: repair nothing if anything else is wrong */
+	/* First a dry run: repair nothing if anything else is wrong. */
+	scan_setup(&sc, dir, dirfd, repair != 0, 0, err, errlen);
 	sc.report_repairable = 1;
-	sc.err = err;
-	sc.errlen = errlen;
+	sc.ignore_head = repair == JOURNAL_FSCK_NEW_HEAD;
 	rc = scan_run(&sc, &p);
 	plan_free(&p);
 	if (records != NULL)
 		*records = sc.records;
 	if (rc < 0)
 		goto out;
-	if (sc.finding[0] == '\0') {
+	if (sc.finding[0] == '\0' && repair != JOURNAL_FSCK_NEW_HEAD) {
 		rc = 0;
 		goto out;
 	}
@@ -1438,16 +1799,13 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 		goto out;
 	}
 
-	memset(&sc, 0, sizeof sc);
-	sc.dir = dir;
-	sc.dirfd = dirfd;
-	sc.writable = 1;
-	sc.mutate = 1;
+	scan_setup(&sc, dir, dirfd, 1, 1, err, errlen);
+	sc.ignore_head = repair == JOURNAL_FSCK_NEW_HEAD;
 	sc.log = fsck_log;
 	sc.arg = &acc;
-	sc.err = err;
-	sc.errlen = errlen;
 	rc = scan_run(&sc, &p);
+	if (rc == 0 && sc.ignore_head)
+		rc = fsck_new_head(&sc, &p, done, sizeof done);
 	plan_free(&p);
 	if (rc < 0)
 		goto out;

@@ -12,6 +12,8 @@
 #include "wire.h"
 
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -380,12 +382,74 @@ static int resolve_command(struct ctx *cx, const char *kp, const char *cmd, char
 
 /* ---- server ------------------------------------------------------------------------------- */
 
+/* server.jobUser: a user name (its passwd gid unless ":group" follows) or "uid[:gid]", never
+ * root.  Only a root supervisor can run jobs as someone else. */
+static int parse_job_user(struct ctx *cx, const cJSON *obj, struct server_cfg *s)
+{
+	char *text = NULL, *colon;
+	long uid = -1, gid = -1;
+	int rc = -1;
+	if (opt_str(cx, obj, "server", "jobUser", 1, &text))
+		return -1;
+	if (!text)
+		return 0;
+	if ((colon = strchr(text, ':')))
+		*colon++ = 0;
+	char *end;
+	errno = 0;
+	uid = strtol(text, &end, 10);
+	if (end == text || *end || errno || uid < 0) {
+		struct passwd *pw = getpwnam(text);
+		if (!pw) {
+			fail(cx, "server.jobUser", "no user named \"%s\" on this host", text);
+			goto out;
+		}
+		uid = (long)pw->pw_uid;
+		gid = (long)pw->pw_gid;
+	} else if (!colon) {
+		struct passwd *pw = getpwuid((uid_t)uid);
+		gid = pw ? (long)pw->pw_gid : uid;
+	}
+	if (colon) {
+		errno = 0;
+		gid = strtol(colon, &end, 10);
+		if (end == colon || *end || errno || gid < 0) {
+			struct group *gr = getgrnam(colon);
+			if (!gr) {
+				fail(cx, "server.jobUser", "no group named \"%s\" on this host", colon);
+				goto out;
+			}
+			gid = (long)gr->gr_gid;
+		}
+	}
+	if (uid == 0 || gid == 0) {
+		fail(cx, "server.jobUser", "must not be root (uid or gid 0): jobs of a root server "
+		     "run as an unprivileged user");
+		goto out;
+	}
+	if (uid > 0x7fffffffL || gid > 0x7fffffffL) {
+		fail(cx, "server.jobUser", "uid and gid must be below 2^31");
+		goto out;
+	}
+	if (geteuid() != 0 && ((uid_t)uid != geteuid() || (gid_t)gid != getegid())) {
+		fail(cx, "server.jobUser", "only a server running as root can run jobs as another "
+		     "user (this one runs as uid %u)", (unsigned)geteuid());
+		goto out;
+	}
+	s->job_uid = uid;
+	s->job_gid = gid;
+	rc = 0;
+out:
+	free(text);
+	return rc;
+}
+
 static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 {
 	static const char *const keys[] = {
 		"name", "maxConcurrent", "maxQueue", "fileRoots", "cancelGraceSeconds",
 		"maxFrameBytes", "logMaxBytes", "resultInlineBytes", "resultMaxBytes", "stateDirMaxMB",
-		"artifactHashMaxBytes", "maxArgumentsBytes", NULL,
+		"artifactHashMaxBytes", "maxArgumentsBytes", "jobUser", NULL,
 	};
 	if (!v)
 		return 0;
@@ -402,7 +466,8 @@ static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 	    opt_long(cx, v, "server", "resultMaxBytes", 1024, 64L << 20, &s->result_max_bytes) ||
 	    opt_long(cx, v, "server", "stateDirMaxMB", 0, 1L << 30, &s->state_max_mb) ||
 	    opt_long(cx, v, "server", "artifactHashMaxBytes", 0, 64L << 30, &s->artifact_hash_max_bytes) ||
-	    opt_long(cx, v, "server", "maxArgumentsBytes", 2, 4L << 20, &s->max_arguments_bytes))
+	    opt_long(cx, v, "server", "maxArgumentsBytes", 2, 4L << 20, &s->max_arguments_bytes) ||
+	    parse_job_user(cx, v, s))
 		return -1;
 	return 0;
 }
@@ -688,6 +753,93 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	return 0;
 }
 
+/* path resolved through the links that exist now: the longest existing ancestor by
+ * realpath, the rest as written.  For comparing paths only. */
+static char *real_or_same(const char *path)
+{
+	size_t n = strlen(path);
+	char *head = strdup(path), *out = NULL;
+	if (!head)
+		return NULL;
+	for (size_t cut = n; cut > 0; ) {
+		head[cut] = 0;
+		char *r = realpath(cut ? head : "/", NULL);
+		if (r) {
+			size_t rl = strlen(r);
+			if ((out = malloc(rl + (n - cut) + 2)))
+				snprintf(out, rl + (n - cut) + 2, "%s%s", strcmp(r, "/") == 0 && cut < n ? "" : r,
+				         path + cut);
+			free(r);
+			break;
+		}
+		while (cut > 0 && path[cut - 1] != '/')
+			cut--;
+		while (cut > 1 && path[cut - 1] == '/')
+			cut--;
+		if (cut <= 1) {
+			out = strdup(path);
+			break;
+		}
+	}
+	free(head);
+	return out ? out : strdup(path);
+}
+
+/* inner lies strictly below outer, component-wise. */
+static int strictly_under(const char *outer, const char *inner)
+{
+	size_t n = strlen(outer);
+	if (n == 1)
+		return inner[1] != 0;
+	return strncmp(outer, inner, n) == 0 && inner[n] == '/';
+}
+
+/* A path some job could replace: inside a writePath (of any tool: one tool's job can swap what
+ * the next job of another tool gets shown).  Every path the sandbox shows a job (readPaths,
+ * writePaths, cwd, command[0]) must lie outside every writePath, or be that writePath. */
+static int check_nesting(struct ctx *cx, const struct config *c)
+{
+	char kp[KEYPATH], wp[KEYPATH];
+	for (size_t i = 0; i < c->n_tools; i++) {
+		const struct tool_cfg *t = &c->tools[i];
+		for (size_t k = 0; k < t->sandbox.n_write_paths; k++) {
+			char *w = real_or_same(t->sandbox.write_paths[k]);
+			if (!w)
+				return oom(cx);
+			snprintf(wp, sizeof wp, "tools[%zu].sandbox.writePaths[%zu]", i, k);
+			for (size_t j = 0; j < c->n_tools; j++) {
+				const struct tool_cfg *u = &c->tools[j];
+				size_t nr = u->sandbox.n_read_paths, nw = u->sandbox.n_write_paths;
+				for (size_t m = 0; m < nr + nw + 2; m++) {
+					const char *p = m < nr ? u->sandbox.read_paths[m]
+					              : m < nr + nw ? u->sandbox.write_paths[m - nr]
+					              : m == nr + nw ? u->cwd : u->argv[0];
+					if (!p)
+						continue;
+					char *r = real_or_same(p);
+					int bad = r && (strictly_under(w, r) || strictly_under(t->sandbox.write_paths[k], p));
+					free(r);
+					if (!bad)
+						continue;
+					if (m < nr)
+						snprintf(kp, sizeof kp, "tools[%zu].sandbox.readPaths[%zu]", j, m);
+					else if (m < nr + nw)
+						snprintf(kp, sizeof kp, "tools[%zu].sandbox.writePaths[%zu]", j, m - nr);
+					else
+						snprintf(kp, sizeof kp, "tools[%zu].%s", j, m == nr + nw ? "cwd" : "command[0]");
+					fail(cx, kp, "%s lies inside %s (%s), where a job could replace it with a "
+					     "symbolic link; use a path outside every writePath", p, wp,
+					     t->sandbox.write_paths[k]);
+					free(w);
+					return -1;
+				}
+			}
+			free(w);
+		}
+	}
+	return 0;
+}
+
 static int parse_tools(struct ctx *cx, const cJSON *v, struct config *c)
 {
 	char g[64], tp[KEYPATH], kp[KEYPATH];
@@ -714,7 +866,7 @@ static int parse_tools(struct ctx *cx, const cJSON *v, struct config *c)
 		}
 		i++;
 	}
-	return 0;
+	return check_nesting(cx, c);
 }
 
 /* ---- entry points ------------------------------------------------------------------------ */

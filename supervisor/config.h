@@ -61,6 +61,7 @@ struct server_cfg {
 	long artifact_hash_max_bytes; /* larger artifacts are listed without sha256; default 1 GiB */
 	long max_arguments_bytes;/* a call's arguments as compact JSON, at most this; default 1 MiB,
 	                          * at most 4 MiB so they always fit a start frame and a record */
+	long job_uid, job_gid;   /* server.jobUser for a root server; 0: the default (nobody) */
 };
 
 struct config {

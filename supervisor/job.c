@@ -521,15 +521,17 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	/* With a PID namespace our child is its init: the job's own end comes from its report
 	 * (absent if we killed the init first, and then the init's SIGKILL is the answer). */
 	struct spawn_status st;
+	int filter_kill = -1;
 	if (spawn_read_status(j->statusfd, &st)) {
 		x.exited = st.exited;
 		x.status = st.status;
 		cpu_ms = st.cpu_ms;
+		filter_kill = st.seccomp_kill;
 	}
 	x.killed_by_us = j->killed_by_us;
 	x.violation = j->violation;
 	if (j->sb && !j->killed_by_us) {
-		sandbox_job_verdict(j->sb, x.exited, x.status, cpu_ms, &j->verdict);
+		sandbox_job_verdict(j->sb, x.exited, x.status, cpu_ms, filter_kill, &j->verdict);
 		x.sandbox_code = j->verdict.code;
 		x.sandbox_message = j->verdict.code ? j->verdict.message : NULL;
 		x.limit = j->verdict.limit;
@@ -564,6 +566,8 @@ static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, stru
 		.program = spec->argv[0], .helper = helper,
 		.work_dir = spec->work_dir ? spec->work_dir : spec->cwd, .cwd = spec->cwd,
 		.name = spec->task_id,
+		.job_uid = sv->cfg ? sv->cfg->server.job_uid : 0,
+		.job_gid = sv->cfg ? sv->cfg->server.job_gid : 0,
 	};
 	if ((rc = sandbox_job_new(sv->sandbox, cfg, &paths, &j->sb, err, errlen)) < 0)
 		return rc;

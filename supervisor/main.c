@@ -35,7 +35,7 @@ static const char usage_main[] =
 	"  ls [--state DIR]                    tasks as a table\n"
 	"  show TASK [--state DIR]             one task, with its event timeline\n"
 	"  logs TASK [-f] [--state DIR]        the job's captured output\n"
-	"  fsck [--repair] [--state DIR]       verify the journal and blobs; cut a torn tail\n"
+	"  fsck [--repair|--new-head] [--state DIR]  verify the journal and blobs; cut a torn tail\n"
 	"  sandbox-check                       what job containment this host supports\n"
 	"\n"
 	"  forkpoint --version | forkpoint COMMAND --help\n"

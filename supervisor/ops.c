@@ -124,7 +124,10 @@ static int parse_common(int argc, char **argv, const char **state, const char **
 		} else if (follow && (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--follow") == 0)) {
 			*follow = 1;
 		} else if (repair && strcmp(argv[i], "--repair") == 0) {
-			*repair = 1;
+			if (*repair == 0)
+				*repair = 1;
+		} else if (repair && strcmp(argv[i], "--new-head") == 0) {
+			*repair = JOURNAL_FSCK_NEW_HEAD;
 		} else if (id && !*id && argv[i][0] != '-') {
 			*id = argv[i];
 		} else {
@@ -478,11 +481,14 @@ int ops_logs(int argc, char **argv)
 
 int ops_fsck(int argc, char **argv)
 {
-	static const char usage[] = "usage: forkpoint fsck [--repair] [--state DIR]\n\n"
-		"Verify every journal record and every blob a task refers to.  --repair (which needs the\n"
-		"state dir's lock, so no server may run) cuts a torn tail of the newest segment and sets\n"
-		"aside an interrupted new segment or snapshot, keeping every removed byte in a side file;\n"
-		"damage anywhere else is reported, never repaired.  Exit 0 if clean (or repaired), 1 if\n"
+	static const char usage[] = "usage: forkpoint fsck [--repair | --new-head] [--state DIR]\n\n"
+		"Verify every journal record, the segment chain (nothing missing, duplicated or\n"
+		"renumbered), every snapshot and every blob a task refers to, exactly as start-up does.\n"
+		"--repair (which needs the state dir's lock, so no server may run) cuts a torn tail of the\n"
+		"newest segment, keeping the removed bytes in a side file; damage anywhere else is\n"
+		"reported with file and offset, never repaired.  --new-head (also with the lock) is for\n"
+		"after cutting a damaged journal back by hand: it records the journal as it now is in\n"
+		"journal/HEAD, accepting that what was cut is lost.  Exit 0 if clean (or repaired), 1 if\n"
 		"damage remains.\n";
 	const char *state = NULL;
 	int repair = 0;

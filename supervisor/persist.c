@@ -14,6 +14,8 @@
 #define INLINE_CHECKPOINT  1024           /* larger checkpoints go to the blob store */
 #define PROGRESS_FLUSH_MS  2000           /* progress alone is written at most this often */
 #define COMPACT_MIN_BYTES  (8ull << 20)
+#define COMPACT_BACKOFF_MS     1000       /* first retry after a failed compaction ... */
+#define COMPACT_BACKOFF_MAX_MS 300000     /* ... doubling up to this */
 
 struct persist {
 	struct supervisor *sv;
@@ -24,6 +26,10 @@ struct persist {
 	int64_t last_progress_flush;
 	struct loop_timer *progress_timer;
 	uint64_t snapshot_bytes;
+	/* failed compactions: retried with exponential backoff, logged once per episode */
+	int64_t compact_next;                 /* loop_now() before which none is tried */
+	int64_t compact_backoff;              /* 0: the last one worked */
+	unsigned compact_failures;
 	uint64_t gen;                         /* records appended so far (this process) */
 	uint64_t durable_gen;                 /* gen at the last successful commit */
 	int fault;                            /* -errno of the last failed commit, 0 when healthy */
@@ -404,6 +410,15 @@ void persist_release(struct persist *p, const struct task *t)
 		release_later(p, t->result_blob);
 }
 
+/* A snapshot record.  A failure is the compaction's, reported once by its caller: logging it
+ * here would print one line per task. */
+static int snap_end(struct persist *p, struct frame_map *r, uint8_t type)
+{
+	int rc = journal_append(p->j, type, r->sb.data, r->sb.size);
+	msgpack_sbuffer_destroy(&r->sb);
+	return rc;
+}
+
 /* A whole task, for snapshots. */
 static int snap_task(struct persist *p, struct task *t)
 {
@@ -464,7 +479,7 @@ static int snap_task(struct persist *p, struct task *t)
 	kv_result(&r, t, text);
 	kv_int(&r, "mcp", t->result_is_mcp);
 	kv_json(&r, "error", t->error);
-	rc = rec_end(p, &r, REC_SNAP_TASK, NULL);
+	rc = snap_end(p, &r, REC_SNAP_TASK);
 	free(text);
 	return rc;
 }
@@ -528,15 +543,16 @@ static void snap_tomb(void *arg, const char *id, int64_t until)
 {
 	struct snapctx *c = arg;
 	struct frame_map r;
+	if (c->rc < 0)
+		return;
 	frame_map_begin(&r, 2);
 	kv_str(&r, "id", id);
 	kv_int(&r, "until", until);
-	int rc = rec_end(c->p, &r, REC_SNAP_TOMB, NULL);
-	if (rc < 0 && c->rc == 0)
-		c->rc = rc;
+	c->rc = snap_end(c->p, &r, REC_SNAP_TOMB);
 }
 
-int persist_compact(struct persist *p)
+/* One compaction attempt; logs success only (failures are the caller's to report). */
+static int compact_once(struct persist *p)
 {
 	int rc = persist_commit(p);
 	if (rc < 0)
@@ -586,10 +602,35 @@ int persist_compact(struct persist *p)
 		p->snapshot_bytes = journal_total_bytes(p->j);
 		fplog(&p->sv->log, FPLOG_INFO, NULL, "journal compacted: %zu tasks, %llu bytes, %zu blobs collected",
 		      tasks_count(p->sv->tasks), (unsigned long long)p->snapshot_bytes, removed);
-	} else {
-		fplog(&p->sv->log, FPLOG_ERROR, NULL, "journal compaction failed: %s", strerror(-rc));
 	}
 	free(keep);
+	return rc;
+}
+
+/* Why a backoff: a compaction rewrites the whole live state, so retrying a failing one (full
+ * disk, I/O error) on every loop turn would cost every request that much and flood the log.
+ * The first failure of an episode is logged with its cause, later ones only at debug level;
+ * the first success after them says how many failed. */
+int persist_compact(struct persist *p)
+{
+	int rc = compact_once(p);
+	if (rc == 0) {
+		if (p->compact_failures > 0)
+			fplog(&p->sv->log, FPLOG_NOTICE, NULL, "journal compaction works again (after %u failed attempts)",
+			      p->compact_failures);
+		p->compact_failures = 0;
+		p->compact_backoff = 0;
+		p->compact_next = 0;
+		return 0;
+	}
+	p->compact_backoff = p->compact_backoff ? p->compact_backoff * 2 : COMPACT_BACKOFF_MS;
+	if (p->compact_backoff > COMPACT_BACKOFF_MAX_MS)
+		p->compact_backoff = COMPACT_BACKOFF_MAX_MS;
+	p->compact_next = loop_now() + p->compact_backoff;
+	fplog(&p->sv->log, p->compact_failures ? FPLOG_DEBUG : FPLOG_ERROR, NULL,
+	      "journal compaction failed: %s; retrying with backoff (next in %lld ms, at most every %d s)",
+	      strerror(-rc), (long long)p->compact_backoff, COMPACT_BACKOFF_MAX_MS / 1000);
+	p->compact_failures++;
 	return rc;
 }
 
@@ -599,6 +640,8 @@ int persist_maybe_compact(struct persist *p)
 		return 0;
 	uint64_t total = journal_total_bytes(p->j);
 	if (total < COMPACT_MIN_BYTES + 2 * p->snapshot_bytes)
+		return 0;
+	if (p->compact_next && loop_now() < p->compact_next)
 		return 0;
 	return persist_compact(p);
 }
@@ -763,7 +806,8 @@ static void load_blobs(struct persist *p)
 				t->result_bytes = size;   /* a record from before sizes were kept */
 			if (rc < 0 || size != t->result_bytes) {
 				t->result_lost = 1;
-				fplog(&p->sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,
+				/* "<kind> blob <sha256>: <reason>", as `forkpoint fsck` names it. */
+				fplog(&p->sv->log, FPLOG_ERROR, t->id, "result blob %s: %s", t->result_blob,
 				      rc < 0 ? strerror(-rc) : "damaged (its size is not the recorded one)");
 			}
 		}
@@ -779,8 +823,8 @@ static void load_blobs(struct persist *p)
 			t->checkpoint_len = len;
 			continue;
 		}
-		fplog(&p->sv->log, FPLOG_ERROR, t->id, "checkpoint blob %s is %s", t->checkpoint_blob,
-		      rc == -EBADMSG ? "damaged" : strerror(-rc));
+		fplog(&p->sv->log, FPLOG_ERROR, t->id, "checkpoint blob %s: %s", t->checkpoint_blob,
+		      rc == -EBADMSG ? "content does not match its sha256" : strerror(-rc));
 		t->status = TASK_FAILED;
 		cJSON_Delete(t->error);
 		t->error = task_envelope("task_lost", "The task's stored checkpoint is missing or damaged.",
@@ -800,7 +844,7 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 	char id[33];
 	const char *s;
 	size_t n;
-	int bad = 0, rc = 0;
+	int bad = 0, rc = 0, result = 0;
 	if (frame_get_str(m, "id", &s, &n) < 0 || n != 32) {
 		snprintf(rp->err, rp->errlen, "record of type %u has no valid task id", type);
 		return -1;
@@ -874,8 +918,10 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 			goto blob_fail;
 		t->checkpoint_seq = get_i(m, "seq");
 		if (TASK_TERMINAL(t->status)) {
-			if ((rc = load_result(p, t, m, &bad)) < 0)
+			if ((rc = load_result(p, t, m, &bad)) < 0) {
+				result = 1;
 				goto blob_fail;
+			}
 			t->error = get_json(m, "error", &bad);
 		}
 		goto done;
@@ -927,8 +973,10 @@ static int apply(struct replay *rp, uint8_t type, const msgpack_object *m)
 			return -1;
 		}
 		t->status = (enum task_status)st;
-		if ((rc = load_result(p, t, m, &bad)) < 0)
+		if ((rc = load_result(p, t, m, &bad)) < 0) {
+			result = 1;
 			goto blob_fail;
+		}
 		cJSON_Delete(t->error);
 		t->error = get_json(m, "error", &bad);
 		cJSON_Delete(t->artifacts);
@@ -965,7 +1013,10 @@ done:
 blob_fail:
 	/* The record is intact but the blob it names is gone or damaged: the task cannot resume.
 	 * Say so on the task rather than refusing to serve every other task. */
-	fplog(&p->sv->log, FPLOG_ERROR, id, "blob for this task is missing or damaged: %s", strerror(-rc));
+	/* Worded as `forkpoint fsck` reports it, so both name the same blob. */
+	fplog(&p->sv->log, FPLOG_ERROR, id, "%s blob %s: %s", result ? "result" : "checkpoint",
+	      result ? t->result_blob : t->checkpoint_blob,
+	      rc == -EBADMSG ? "content does not match its sha256" : strerror(-rc));
 	if (!TASK_TERMINAL(t->status)) {
 		t->status = TASK_FAILED;
 		t->error = task_envelope("task_lost", "The task's stored checkpoint or result is missing or damaged.",
@@ -1008,10 +1059,11 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	return rc;
 }
 
+/* journal_open passes the record callback's argument to the log callback too. */
 static void journal_log(void *arg, const char *msg)
 {
-	struct persist *p = arg;
-	fplog(&p->sv->log, FPLOG_WARNING, NULL, "journal: %s", msg);
+	struct replay *rp = arg;
+	fplog(&rp->p->sv->log, FPLOG_WARNING, NULL, "journal: %s", msg);
 }
 
 int persist_open(struct supervisor *sv, int read_only, struct persist **out, char *err, size_t errlen)
@@ -1036,7 +1088,9 @@ int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void
 		free(p);
 		return rc;
 	}
-	p->snapshot_bytes = journal_total_bytes(p->j);
+	/* Relative to the snapshot the journal starts from, not to everything replayed: otherwise
+	 * each restart would raise the threshold and the journal would grow without bound. */
+	p->snapshot_bytes = journal_snapshot_bytes(p->j);
 	p->last_progress_flush = loop_now();
 	if (!read_only) {
 		load_blobs(p);

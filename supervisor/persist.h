@@ -91,8 +91,11 @@ int persist_task_durable(const struct persist *p, const struct task *t);
 int persist_commit(struct persist *p);
 /* Bytes waiting for commit (0: nothing to hold back). */
 size_t persist_pending(const struct persist *p);
-/* Compact if the journal has grown past its threshold: snapshot of the live state, old
- * segments removed, unreferenced blobs collected. */
+/* Compact if the journal has grown past its threshold (8 MiB plus twice the snapshot it
+ * starts from, also after a restart): snapshot of the live state, old segments removed,
+ * unreferenced blobs collected.  After a failed compaction, maybe_compact waits (1 s, doubling
+ * up to 5 min) before the next attempt; the first failure of such an episode is logged as an
+ * error, the first success after it as a notice.  persist_compact tries now.  0 or -errno. */
 int persist_maybe_compact(struct persist *p);
 int persist_compact(struct persist *p);
 

@@ -22,8 +22,8 @@
 
 extern char **environ;
 
-#define SEG_HEADER 16u   /* journal.h: magic + segment number */
-#define REC_HEADER 9u    /* u32 length, u32 masked crc, u8 type */
+#define SEG_HEADER 48u   /* journal.h: magic, numbers, flags, header checksum */
+#define REC_HEADER 17u   /* u32 length, u32 masked crc, u64 sequence number, u8 type */
 
 double base_now(void)
 {
@@ -166,8 +166,8 @@ int base_scan_journal(const char *state_dir, uint64_t *records, uint64_t *bytes,
 			uint32_t plen = le32(data + off);
 			if (plen > len - off - REC_HEADER)
 				break;
-			/* The CRC covers the type byte and the payload, which sit next to each other. */
-			if (crc32c_mask(crc32c(0, data + off + 8, 1 + (size_t)plen)) != le32(data + off + 4)) {
+			/* The CRC covers sequence number, type and payload, which sit next to each other. */
+			if (crc32c_mask(crc32c(0, data + off + 8, 9 + (size_t)plen)) != le32(data + off + 4)) {
 				free(data);
 				rc = -EBADMSG;
 				goto fail;

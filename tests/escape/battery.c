@@ -4,7 +4,7 @@
  * should, that the supervisor still answers, that the sibling kept beating, that nothing of
  * the attempt outlived it, and that the task shows its effective sandbox.
  *
- *   battery --bin DIR --dir DIR [--label L] [--suid PATH] [--only NAME]
+ *   battery --bin DIR --dir DIR [--label L] [--suid PATH] [--only NAME,...]
  *
  * --bin holds forkpoint, forkpoint-job and the attempt programs; --dir is a scratch folder this
  * user can write (config, state, canaries).  --suid names a setuid binary owned by another
@@ -97,6 +97,22 @@ static const struct attempt attempts[] = {
 	{ "frame_malformed", "frame_abuse", "garbage", "{}", 30, "protocol", NULL, 0, 0 },
 	{ "frame_array32", "frame_abuse", "array32", "{}", 30, "protocol", NULL, 0, 0 },
 	{ "frame_flood", "frame_abuse", "flood", "{}", 30, "protocol", NULL, 0, 0 },
+	/* Harm through the kernel's view of the job's identity, /proc and the filter's verdict;
+	 * each under both profiles. */
+	{ "dev_nodes", "dev_nodes", "", "{}", 10, "contained", NULL, 0, 0 },
+	{ "dev_nodes_strict", "dev_nodes", "", "{\"profile\":\"strict\"}", 10, "contained,violation", NULL, 0, 0 },
+	{ "setuid_plant", "setuid_plant", "", "{}", 10, "contained", NULL, 0, 0 },
+	{ "setuid_plant_strict", "setuid_plant", "", "{\"profile\":\"strict\"}", 10, "contained,violation", NULL, 0, 0 },
+	{ "proc_sysctl", "proc_sysctl", "", "{}", 10, "contained", NULL, 0, 0 },
+	{ "proc_sysctl_strict", "proc_sysctl", "", "{\"profile\":\"strict\"}", 10, "contained,violation", NULL, 0, 0 },
+	{ "proc_info", "proc_info", "{CONFIG};{STATE}/journal;--state", "{}", 10, "contained", NULL, 0, 0 },
+	{ "proc_info_strict", "proc_info", "{CONFIG};{STATE}/journal;--state", "{\"profile\":\"strict\"}", 10,
+	  "contained,violation", NULL, 0, 0 },
+	{ "memfd_bomb", "memfd_bomb", "32", "{\"memoryMB\":32}", 30, "contained,limit:memoryMB", NULL, 0, 0 },
+	{ "memfd_bomb_strict", "memfd_bomb", "32", "{\"memoryMB\":32,\"profile\":\"strict\"}", 30,
+	  "contained,limit:memoryMB,violation", NULL, 0, 0 },
+	{ "sigsys_self", "sigsys_self", "", "{}", 10, "failed:job_failed", NULL, 0, 0 },
+	{ "sigsys_self_strict", "sigsys_self", "", "{\"profile\":\"strict\"}", 10, "failed:job_failed", NULL, 0, 0 },
 	{ "strict_fork", "fork_once", "", "{\"profile\":\"strict\"}", 10, "violation", "seccomp", 0, 0 },
 	{ "strict_computes", "compute", "", "{\"profile\":\"strict\"}", 30, "completed", NULL, 0, 0 },
 	{ "require_all", "compute", "",
@@ -517,6 +533,22 @@ static int cancel_task(struct ctx *c, const char *id, char *err, size_t errlen)
 	return r ? 0 : -1;
 }
 
+/* --only takes a comma-separated list of names. */
+static int selected(const struct ctx *c, const char *name)
+{
+	size_t n = strlen(name);
+	if (!c->only)
+		return 1;
+	for (const char *p = c->only; p && *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && strncmp(p, name, n) == 0)
+			return 1;
+		p = e ? e + 1 : NULL;
+	}
+	return 0;
+}
+
 static void run_one(struct ctx *c, const struct attempt *a)
 {
 	char err[1024] = "", sib[64] = "", id[64], mark[96], sibmark[64], port[16], svpid[16];
@@ -527,7 +559,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 	int ok = 0, max_seen = 0;
 	const char *skip = NULL;
 
-	if (c->only && strcmp(c->only, a->name) != 0)
+	if (!selected(c, a->name))
 		return;
 	if ((a->flags & A_SUID) && !c->suid) {
 		report(c, a->name, 0, "no setuid binary owned by another user is available",
@@ -788,6 +820,156 @@ static void pick_statefile(struct ctx *c)
 		closedir(d);
 }
 
+
+/* The MCP handshake.  0, or -1 with the reason in err. */
+static int sv_init(struct ctx *c, char *err, size_t errlen)
+{
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "protocolVersion", "2025-06-18");
+	cJSON_AddObjectToObject(p, "capabilities");
+	cJSON *ci = cJSON_AddObjectToObject(p, "clientInfo");
+	cJSON_AddStringToObject(ci, "name", "escape-battery");
+	cJSON_AddStringToObject(ci, "version", "1");
+	cJSON *r = sv_call(c, "initialize", p, 20000, err, errlen);
+	if (!r)
+		return -1;
+	cJSON_Delete(r);
+	cJSON *note = cJSON_CreateObject();
+	cJSON_AddStringToObject(note, "jsonrpc", "2.0");
+	cJSON_AddStringToObject(note, "method", "notifications/initialized");
+	sv_send(c, note);
+	cJSON_Delete(note);
+	return 0;
+}
+
+/* Close the server's input and wait for it to go (SIGKILL after 10 s). */
+static void sv_stop(struct ctx *c)
+{
+	close(c->to_sv);
+	close(c->from_sv);
+	int64_t until = now_ms() + 10000;
+	int st;
+	while (waitpid(c->sv, &st, WNOHANG) == 0) {
+		if (now_ms() > until) {
+			kill(c->sv, SIGKILL);
+			waitpid(c->sv, &st, 0);
+			break;
+		}
+		sleep_ms(20);
+	}
+	c->len = 0;
+}
+
+/* One job of a tool, to its end; the outcome word in got and its output in out. */
+static int run_to_end(struct ctx *c, const char *tool, const char *arg, char *got, size_t gotlen,
+                      char *out, size_t outlen, char *err, size_t errlen)
+{
+	char id[64];
+	if (start_task(c, tool, arg, "fpesc-swap", id, err, errlen) < 0)
+		return -1;
+	cJSON *t = wait_task(c, id, 0, 30, err, errlen);
+	if (!t)
+		return -1;
+	outcome(t, got, gotlen);
+	const char *o = str_at(t, "result", "output") ? str_at(t, "result", "output")
+	              : str_at(t, "error", "output") ? str_at(t, "error", "output")
+	              : str_at(t, "error", "message") ? str_at(t, "error", "message") : "";
+	snprintf(out, outlen, "%s", o);
+	for (char *q = out; *q; q++)
+		if (*q == '\n')
+			*q = ' ';
+	cJSON_Delete(t);
+	return 0;
+}
+
+/* A readPath inside a writePath: one job swaps the folder for a symlink to the operator's
+ * secrets, the next job of the reading tool would get them mounted.  Such a config must be
+ * refused at load, naming the key; a server that accepts it must at least not follow the
+ * link.  Runs in a second server of its own (the config is the attempt). */
+static void run_swap(struct ctx *c)
+{
+	struct ctx s = *c;
+	char sdir[PATH_MAX], w[PATH_MAX + 8], ro[PATH_MAX + 16], arg[3 * PATH_MAX], got[64], out[1024];
+	char err[1024] = "", why[4 * PATH_MAX] = "";
+	int ok = 0;
+	snprintf(sdir, sizeof sdir, "%.4000s/swap", c->dir);
+	s.dir = sdir;
+	snprintf(w, sizeof w, "%s/w", s.dir);
+	snprintf(ro, sizeof ro, "%s/ro", w);
+	snprintf(s.cfg, sizeof s.cfg, "%s/config.json", s.dir);
+	snprintf(s.state, sizeof s.state, "%s/state", s.dir);
+	s.buf = NULL;
+	s.len = s.cap = 0;
+	/* The jobs may run as another user: the shared folders are open to them. */
+	if ((mkdir(s.dir, 0755) < 0 && errno != EEXIST) || (mkdir(w, 0777) < 0 && errno != EEXIST) ||
+	    chmod(w, 0777) < 0 || (mkdir(ro, 0755) < 0 && errno != EEXIST)) {
+		snprintf(why, sizeof why, "cannot make %s: %s", ro, strerror(errno));
+		goto done;
+	}
+	cJSON *cfg = cJSON_CreateObject();
+	cJSON *server = cJSON_AddObjectToObject(cfg, "server");
+	cJSON_AddStringToObject(server, "name", "escape-swap");
+	cJSON *tools = cJSON_AddArrayToObject(cfg, "tools");
+	char sbw[PATH_MAX + 96], sbr[PATH_MAX + 96], sbs[PATH_MAX + 128];
+	snprintf(sbw, sizeof sbw, "{\"writePaths\":[\"%s\"]}", w);
+	snprintf(sbr, sizeof sbr, "{\"readPaths\":[\"%s\"]}", ro);
+	snprintf(sbs, sizeof sbs, "{\"profile\":\"strict\",\"readPaths\":[\"%s\"]}", ro);
+	cJSON_AddItemToArray(tools, tool(c, "swapper", "path_swap", sbw, 30, NULL));
+	cJSON_AddItemToArray(tools, tool(c, "reader", "path_swap", sbr, 30, NULL));
+	cJSON_AddItemToArray(tools, tool(c, "reader_strict", "path_swap", sbs, 30, NULL));
+	char *text = cJSON_Print(cfg);
+	cJSON_Delete(cfg);
+	if (!text || write_text(s.cfg, text, 0644) < 0) {
+		free(text);
+		snprintf(why, sizeof why, "cannot write %s", s.cfg);
+		goto done;
+	}
+	free(text);
+	sv_start(&s);
+	if (sv_init(&s, err, sizeof err) < 0) {
+		char logp[PATH_MAX + 16], log[2048] = "";
+		snprintf(logp, sizeof logp, "%s/server.log", s.dir);
+		int fd = open(logp, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd >= 0 ? read(fd, log, sizeof log - 1) : -1;
+		if (fd >= 0)
+			close(fd);
+		log[n > 0 ? n : 0] = 0;
+		for (char *q = log; *q; q++)
+			if (*q == '\n')
+				*q = ' ';
+		ok = strstr(log, "readPaths") != NULL && strstr(log, "writePaths") != NULL;
+		snprintf(why, sizeof why, "%s: %s", ok ? "refused at config load" : "the server did not start",
+		         log);
+		sv_stop(&s);
+		goto done;
+	}
+	/* Accepted: show the harm, or that the link is not followed. */
+	snprintf(arg, sizeof arg, "swap;%s;%s", ro, c->dir);
+	if (run_to_end(&s, "swapper", arg, got, sizeof got, out, sizeof out, err, sizeof err) < 0) {
+		snprintf(why, sizeof why, "swapper: %s", err);
+		sv_stop(&s);
+		goto done;
+	}
+	ok = 1;
+	static const char *const readers[] = { "reader", "reader_strict" };
+	for (size_t i = 0; ok && i < 2; i++) {
+		snprintf(arg, sizeof arg, "read;%s/secret.txt;operator", ro);
+		if (run_to_end(&s, readers[i], arg, got, sizeof got, out, sizeof out, err, sizeof err) < 0) {
+			snprintf(why, sizeof why, "%s: %s", readers[i], err);
+			ok = 0;
+		} else if (strstr(out, "ESCAPED") || !strcmp(got, "completed")) {
+			snprintf(why, sizeof why, "%s: %s", readers[i], out);
+			ok = 0;
+		} else {
+			snprintf(why + strlen(why), sizeof why - strlen(why), "%s %s (%s); ", readers[i], got, out);
+		}
+	}
+	sv_stop(&s);
+done:
+	free(s.buf);
+	report(c, "path_swap", ok, NULL, "%s", why);
+}
+
 int main(int argc, char **argv)
 {
 	struct ctx c;
@@ -807,45 +989,23 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--only") && v)
 			c.only = argv[++i];
 		else
-			die("usage: battery --bin DIR --dir DIR [--label L] [--suid PATH] [--only NAME]");
+			die("usage: battery --bin DIR --dir DIR [--label L] [--suid PATH] [--only NAME,...]");
 	}
 	if (!c.bin || !c.dir)
-		die("usage: battery --bin DIR --dir DIR [--label L] [--suid PATH] [--only NAME]");
+		die("usage: battery --bin DIR --dir DIR [--label L] [--suid PATH] [--only NAME,...]");
 	signal(SIGPIPE, SIG_IGN);
 	setup(&c);
 	sv_start(&c);
 
-	cJSON *p = cJSON_CreateObject();
-	cJSON_AddStringToObject(p, "protocolVersion", "2025-06-18");
-	cJSON_AddObjectToObject(p, "capabilities");
-	cJSON *ci = cJSON_AddObjectToObject(p, "clientInfo");
-	cJSON_AddStringToObject(ci, "name", "escape-battery");
-	cJSON_AddStringToObject(ci, "version", "1");
-	cJSON *r = sv_call(&c, "initialize", p, 20000, err, sizeof err);
-	if (!r)
+	if (sv_init(&c, err, sizeof err) < 0)
 		die("%s (see %s/server.log)", err, c.dir);
-	cJSON_Delete(r);
-	cJSON *note = cJSON_CreateObject();
-	cJSON_AddStringToObject(note, "jsonrpc", "2.0");
-	cJSON_AddStringToObject(note, "method", "notifications/initialized");
-	sv_send(&c, note);
-	cJSON_Delete(note);
 	pick_statefile(&c);
 
 	for (size_t i = 0; i < N_ATTEMPTS; i++)
 		run_one(&c, &attempts[i]);
-
-	close(c.to_sv);
-	int64_t until = now_ms() + 10000;
-	int st;
-	while (waitpid(c.sv, &st, WNOHANG) == 0) {
-		if (now_ms() > until) {
-			kill(c.sv, SIGKILL);
-			waitpid(c.sv, &st, 0);
-			break;
-		}
-		sleep_ms(20);
-	}
+	if (selected(&c, "path_swap"))
+		run_swap(&c);
+	sv_stop(&c);
 	printf("%d passed, %d failed, %d skipped\n", c.passed, c.failed, c.skipped);
 	return c.failed ? 1 : 0;
 }

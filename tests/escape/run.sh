@@ -4,7 +4,11 @@
 # copied to a scratch folder under /tmp that both can read; as root a setuid probe owned by
 # another user is made for the setuid attempt.  Prints every test line, then the sum:
 # "N passed, M failed, K skipped".  KEEP_ESCAPE=1 keeps the scratch folder (configs, state,
-# server logs).  ESCAPE_ONLY=NAME runs one attempt.
+# server logs).  ESCAPE_ONLY=NAME[,NAME...] runs only those attempts.
+#
+# Then the attempts that Landlock would stop anyway run again with Landlock switched off
+# (FORKPOINT_SANDBOX_DISABLE=landlock), as each user: the weaker box a host without Landlock
+# gets must still contain them.
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -76,6 +80,30 @@ elif [ "$(id -u)" = 0 ]; then
 else
 	echo "skip - [root] this run is unprivileged already ($me); the root run needs root"
 	skip=$((skip + 1))
+fi
+
+# Without Landlock: the private root, the job's own uid and the /proc masks must hold alone.
+nolandlock="read_state_dir,read_config,read_other_task,read_shadow,write_outside,dev_nodes,dev_nodes_strict"
+nolandlock="$nolandlock,setuid_plant,setuid_plant_strict,proc_sysctl,proc_sysctl_strict,proc_info,proc_info_strict"
+only="--only ${ESCAPE_ONLY:-$nolandlock}"
+echo "# escape battery as $me, without Landlock"
+out="$scratch/$me-nolandlock.out"
+# shellcheck disable=SC2086
+FORKPOINT_SANDBOX_DISABLE=landlock "$scratch/bin/battery" --bin "$scratch/bin" --dir "$scratch/$me-nl" \
+	--label "$me, no Landlock" --suid "" $only >"$out" 2>&1
+grep -v -E '^[0-9]+ passed' "$out"
+tally "$out"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null 2>&1; then
+	echo "# escape battery as nobody, without Landlock"
+	mkdir "$scratch/nobody-nl"
+	chown 65534:65534 "$scratch/nobody-nl"
+	out="$scratch/nobody-nolandlock.out"
+	# shellcheck disable=SC2086
+	FORKPOINT_SANDBOX_DISABLE=landlock setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$scratch/bin/battery" --bin "$scratch/bin" --dir "$scratch/nobody-nl/run" \
+		--label "nobody, no Landlock" --suid "" $only >"$out" 2>&1
+	grep -v -E '^[0-9]+ passed' "$out"
+	tally "$out"
 fi
 
 echo "$pass passed, $fail failed, $skip skipped"

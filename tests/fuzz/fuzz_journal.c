@@ -55,47 +55,59 @@ static void count_log(void *arg, const char *msg)
 	((struct seen *)arg)->logs++;
 }
 
-/* Give every record that fits in buf a correct checksum: a fuzzer cannot forge CRC32C by
- * itself, and without this it would hardly ever get past the first record. */
-static void fix_checksums(uint8_t *buf, size_t len)
+static void put_le(unsigned char *p, uint64_t v, int bytes)
+{
+	for (int i = 0; i < bytes; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Give every record that fits in buf a correct checksum and the next sequence number: a
+ * fuzzer cannot forge CRC32C by itself, and without this it would hardly ever get past the
+ * first record.  *lsn is the number the first record gets; on return, the one after. */
+static void fix_records(uint8_t *buf, size_t len, uint64_t *lsn)
 {
 	size_t off = 0;
 
-	while (len - off >= 9) {
+	while (len - off >= 17) {
 		uint32_t l = (uint32_t)buf[off] | (uint32_t)buf[off + 1] << 8 |
 			     (uint32_t)buf[off + 2] << 16 | (uint32_t)buf[off + 3] << 24;
-		if (l > len - off - 9)
+		if (l > len - off - 17)
 			break;
-		uint8_t type = buf[off + 8];
-		uint32_t c = crc32c_mask(crc32c(crc32c(0, &type, 1), buf + off + 9, l));
-		for (int i = 0; i < 4; i++)
-			buf[off + 4 + i] = (uint8_t)(c >> (8 * i));
-		off += 9 + (size_t)l;
+		put_le(buf + off + 8, (*lsn)++, 8);
+		put_le(buf + off + 4, crc32c_mask(crc32c(0, buf + off + 8, 9 + (size_t)l)), 4);
+		off += 17 + (size_t)l;
 	}
 }
 
+/* A segment file: with header = 1 a valid header chaining it to segment seq - 1 (of
+ * prev_len bytes); with fix = 1 valid records numbered from *lsn. */
 static void write_segment(const char *state, uint64_t seq, int header, int fix,
-			  const uint8_t *data, size_t len)
+			  const uint8_t *data, size_t len, uint64_t prev_len, uint64_t *lsn)
 {
 	char path[PATH_MAX + 64];
-	unsigned char hdr[16];
+	unsigned char hdr[48];
 	uint8_t *p = malloc(len + 1);
+	uint64_t first = *lsn;
 	int fd;
 
 	if (p == NULL)
 		abort();
 	memcpy(p, data, len);
 	if (fix)
-		fix_checksums(p, len);
+		fix_records(p, len, lsn);
 
 	snprintf(path, sizeof path, "%s/journal/%016" PRIx64 ".seg", state, seq);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	if (fd < 0)
 		abort();
 	if (header) {
-		memcpy(hdr, "FPJRNL01", 8);
-		for (int i = 0; i < 8; i++)
-			hdr[8 + i] = (unsigned char)(seq >> (8 * i));
+		memcpy(hdr, "FPJRNL02", 8);
+		put_le(hdr + 8, seq, 8);
+		put_le(hdr + 16, seq - 1, 8);
+		put_le(hdr + 24, prev_len, 8);
+		put_le(hdr + 32, first, 8);
+		put_le(hdr + 40, 0, 4);
+		put_le(hdr + 44, crc32c_mask(crc32c(0, hdr, 44)), 4);
 		if (write(fd, hdr, sizeof hdr) != (ssize_t)sizeof hdr)
 			abort();
 	}
@@ -131,17 +143,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	/* Byte 0: bit 0 prepends valid headers, bit 1 splits into two segments at a point
 	 * chosen by byte 1, bit 2 writes through tiny segments afterwards, bit 3 gives the
-	 * records valid checksums. */
+	 * records valid checksums and sequence numbers, bit 4 writes HEAD. */
 	uint8_t mode = data[0];
 	size_t split = 0;
 	const uint8_t *body = data + 2;
 	size_t blen = size - 2;
+	uint64_t lsn = 1;
 	if (mode & 2) {
 		split = (size_t)data[1] * blen / 256;
-		write_segment(state, 1, mode & 1, mode & 8, body, split);
-		write_segment(state, 2, mode & 1, mode & 8, body + split, blen - split);
+		write_segment(state, 1, mode & 1, mode & 8, body, split, 0, &lsn);
+		write_segment(state, 2, mode & 1, mode & 8, body + split, blen - split,
+			      (mode & 1 ? 48 : 0) + split, &lsn);
 	} else {
-		write_segment(state, 1, mode & 1, mode & 8, body, blen);
+		write_segment(state, 1, mode & 1, mode & 8, body, blen, 0, &lsn);
+	}
+	/* Bit 4: a HEAD naming the first segment's header (what an open of it would have
+	 * recorded); without it only an empty journal opens. */
+	if (mode & 16) {
+		unsigned char head[40];
+		char hp[PATH_MAX + 64];
+		memcpy(head, "FPJHEAD1", 8);
+		put_le(head + 8, 1, 8);
+		put_le(head + 16, 48, 8);
+		put_le(head + 24, 1, 8);
+		put_le(head + 32, 0, 4);
+		put_le(head + 36, crc32c_mask(crc32c(0, head, 36)), 4);
+		snprintf(hp, sizeof hp, "%s/HEAD", jdir);
+		int hfd = open(hp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (hfd < 0 || write(hfd, head, sizeof head) != (ssize_t)sizeof head)
+			abort();
+		close(hfd);
 	}
 	rw.segment_bytes = (mode & 4) ? 64 : 0;
 

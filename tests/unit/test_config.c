@@ -383,6 +383,60 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, "{\"serv\xe9r\":{},\"tools\":[]}", 0, "serv?r: unknown key");
 }
 
+/* server.jobUser, and the paths a job could swap for a symbolic link. */
+static void test_sandbox_keys(struct tally *t, const struct fixture *fx)
+{
+	char p[PATH_MAX], q[PATH_MAX];
+	load_err(t, fx, __LINE__, "{\"server\":{\"jobUser\":\"root\"},\"tools\":[]}", 1,
+	         "server.jobUser: must not be root");
+	load_err(t, fx, __LINE__, "{\"server\":{\"jobUser\":\"0:5\"},\"tools\":[]}", 1,
+	         "server.jobUser: must not be root");
+	load_err(t, fx, __LINE__, "{\"server\":{\"jobUser\":\"no-such-user-fp\"},\"tools\":[]}", 0,
+	         "server.jobUser: no user named \"no-such-user-fp\" on this host");
+	load_err(t, fx, __LINE__, "{\"server\":{\"jobUser\":\"5:no-such-group-fp\"},\"tools\":[]}", 0,
+	         "server.jobUser: no group named \"no-such-group-fp\" on this host");
+	load_err(t, fx, __LINE__, "{\"server\":{\"jobUser\":7},\"tools\":[]}", 0,
+	         "server.jobUser: must be a non-empty string (got 7)");
+	if (geteuid() == 0) {
+		struct config *c = load_ok(t, fx, __LINE__, ONE_TOOL("") "");
+		CHECKF(t, c && c->server.job_uid == 0, "jobUser unset: the default");
+		config_free(c);
+		write_file(fx->conf, "{\"server\":{\"jobUser\":\"4242:4343\"}," "\"tools\":[{\"name\":\"t\","
+		           "\"command\":[\"bin/job\"]}]}", 0644);
+		char err[512] = "";
+		c = NULL;
+		CHECKF(t, config_load(fx->conf, &c, err, sizeof err) == 0 && c->server.job_uid == 4242 &&
+		       c->server.job_gid == 4343, "jobUser uid:gid: %s", err);
+		config_free(c);
+	} else {
+		load_err(t, fx, __LINE__, "{\"server\":{\"jobUser\":\"4242\"},\"tools\":[]}", 1,
+		         "server.jobUser: only a server running as root can run jobs as another user");
+	}
+	/* A readPath, writePath, cwd or program inside a writePath, of the same tool or another. */
+	char text[4 * PATH_MAX];
+	fmt(text, sizeof text, "{\"tools\":[{\"name\":\"w\",\"command\":[\"bin/job\"],\"sandbox\":"
+	    "{\"writePaths\":[\"%s\"]}},{\"name\":\"r\",\"command\":[\"bin/job\"],\"sandbox\":"
+	    "{\"readPaths\":[\"/usr\",\"%s/ro\"]}}]}", at(fx, "work", p), at(fx, "work", q));
+	load_err(t, fx, __LINE__, text, 1, "tools[1].sandbox.readPaths[1]: %s/ro lies inside "
+	         "tools[0].sandbox.writePaths[0] (%s), where a job could replace it", q, p);
+	fmt(text, sizeof text, "{\"tools\":[{\"name\":\"w\",\"command\":[\"bin/job\"],\"sandbox\":"
+	    "{\"writePaths\":[\"%s\",\"%s/sub\"]}}]}", at(fx, "work", p), at(fx, "work", q));
+	load_err(t, fx, __LINE__, text, 1, "tools[0].sandbox.writePaths[1]: %s/sub lies inside "
+	         "tools[0].sandbox.writePaths[0]", q);
+	fmt(text, sizeof text, "{\"tools\":[{\"name\":\"w\",\"command\":[\"bin/job\"],\"sandbox\":"
+	    "{\"writePaths\":[\"%s\"]}}]}", at(fx, "bin", p));
+	load_err(t, fx, __LINE__, text, 1, "tools[0].command[0]: %s/job lies inside", p);
+	/* Through a link that exists at load: "link" names "real". */
+	fmt(text, sizeof text, "{\"tools\":[{\"name\":\"w\",\"command\":[\"bin/job\"],\"sandbox\":"
+	    "{\"writePaths\":[\"%s\"],\"readPaths\":[\"%s/x\"]}}]}", at(fx, "real", p), at(fx, "link", q));
+	load_err(t, fx, __LINE__, text, 1, "tools[0].sandbox.readPaths[0]: %s/x lies inside", q);
+	/* The same path in both, or side by side: fine. */
+	fmt(text, sizeof text, "{\"tools\":[{\"name\":\"w\",\"command\":[\"bin/job\"],\"sandbox\":"
+	    "{\"writePaths\":[\"%s\"],\"readPaths\":[\"%s\",\"%s\"]}}]}", at(fx, "work", p),
+	    p, at(fx, "sub", q));
+	config_free(load_ok(t, fx, __LINE__, text));
+}
+
 static void test_other_entry_points(struct tally *t, const struct fixture *fx)
 {
 	char err[512], p[PATH_MAX];
@@ -431,7 +485,7 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 	static const char text[] =
 		"{\"server\":{\"fileRoots\":[\"../x/./y\", \"data\"]},"
 		" \"tools\":[{\"name\":\"a\",\"command\":[\"../bin/job\"],\"cwd\":\"..\","
-		"  \"sandbox\":{\"readPaths\":[\"in\"],\"writePaths\":[\"../../../..\"]}}]}";
+		"  \"sandbox\":{\"readPaths\":[\"in\", \"../../../..\"]}}]}";
 	write_file(at(fx, "sub/config.json", p), text, 0644);
 	write_file(at(fx, "real/config.json", p), text, 0644);
 	if (!getcwd(cwd, sizeof cwd))
@@ -450,8 +504,8 @@ static void test_relative(struct tally *t, const struct fixture *fx)
 		CHECKF(t, STREQ(c->tools[0].argv[0], at(fx, "bin/job", p)), "argv0 %s", c->tools[0].argv[0]);
 		CHECKF(t, STREQ(c->tools[0].cwd, fx->dir), "cwd %s", c->tools[0].cwd);
 		CHECKF(t, STREQ(c->tools[0].sandbox.read_paths[0], at(fx, "sub/in", p)), "readPaths");
-		CHECKF(t, STREQ(c->tools[0].sandbox.write_paths[0], "/"), "'..' stops at / (%s)",
-		      c->tools[0].sandbox.write_paths[0]);
+		CHECKF(t, STREQ(c->tools[0].sandbox.read_paths[1], "/"), "'..' stops at / (%s)",
+		      c->tools[0].sandbox.read_paths[1]);
 	}
 	config_free(c);
 	c = NULL;
@@ -510,6 +564,7 @@ int main(void)
 	setup(&fx);
 	test_full(&t, &fx);
 	test_errors(&t, &fx);
+	test_sandbox_keys(&t, &fx);
 	test_other_entry_points(&t, &fx);
 	test_relative(&t, &fx);
 	test_placeholder_scan(&t);

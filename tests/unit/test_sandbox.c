@@ -17,6 +17,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,8 +42,28 @@ static void skip(const char *what, const char *why)
 
 enum probe {
 	P_GETPID, P_UNSHARE, P_INET, P_UNIX, P_CLONE3, P_KILL_ALL, P_FORK, P_PTRACE, P_TIOCSTI,
-	P_IO_URING, P_THREAD, P_KILL_PARENT,
+	P_IO_URING, P_THREAD, P_KILL_PARENT, P_SUID_BIT, P_SUID_CREATE, P_PLAIN_CHMOD, P_MEMFD, P_SHM,
 };
+
+/* fchmod with a setuid bit, or an open(O_CREAT) asking for one, on a scratch file. */
+static int mode_probe(enum probe p)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/tmp/fp-unit-mode-%ld", (long)getpid());
+	unlink(path);
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, p == P_SUID_CREATE ? 04755 : 0644);
+	int e = errno;
+	if (fd >= 0 && p != P_SUID_CREATE) {
+		if (fchmod(fd, p == P_SUID_BIT ? 04755 : 0755) < 0)
+			e = errno;
+		else
+			e = 0;
+	}
+	if (fd >= 0)
+		close(fd);
+	unlink(path);
+	return fd >= 0 && e == 0 ? 0 : 10 + e;
+}
 
 static void *thread_fn(void *arg)
 {
@@ -98,6 +119,14 @@ static int run_probe(enum probe p)
 	}
 	case P_KILL_PARENT:
 		return kill(getppid(), 0) == 0 ? 0 : 10 + errno;
+	case P_SUID_BIT:
+	case P_SUID_CREATE:
+	case P_PLAIN_CHMOD:
+		return mode_probe(p);
+	case P_MEMFD:
+		return syscall(SYS_memfd_create, "probe", 0U) >= 0 ? 0 : 10 + errno;
+	case P_SHM:
+		return syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096UL, 01600) >= 0 ? 0 : 10 + errno;
 	}
 	return 1;
 }
@@ -119,6 +148,37 @@ static int in_filter(const struct sock_fprog *prog, enum probe p)
 
 #define KILLED_BY_SYS(st) (WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS)
 #define EXITED_WITH(st, code) (WIFEXITED(st) && WEXITSTATUS(st) == (code))
+
+/* No setuid/setgid bits, under either policy; memfd and shm refused only with no_shm. */
+static void test_seccomp_modes(struct tally *t)
+{
+	struct sock_fprog def, strict, noshm;
+	char err[256] = "";
+	struct sc_variant v = { .policy = SC_DEFAULT, .pidns = 1 };
+	int ok = sc_build(&v, &def, err, sizeof err) == 0;
+	v.no_shm = 1;
+	ok &= sc_build(&v, &noshm, err, sizeof err) == 0;
+	v.no_shm = 0;
+	v.policy = SC_STRICT;
+	ok &= sc_build(&v, &strict, err, sizeof err) == 0;
+	CHECKF(t, ok, "mode and shm filters: %s", err);
+	if (!ok || EXITED_WITH(in_filter(&def, P_GETPID), 2))
+		return;
+	CHECKF(t, EXITED_WITH(in_filter(NULL, P_SUID_BIT), 0), "no filter: fchmod 04755 works here");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_SUID_BIT), 10 + EPERM), "default: fchmod 04755 refused");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_SUID_CREATE), 10 + EPERM), "default: open(O_CREAT, 04755) refused");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_PLAIN_CHMOD), 0), "default: fchmod 0755 allowed");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&strict, P_SUID_BIT)), "strict: fchmod 04755 kills");
+	CHECKF(t, KILLED_BY_SYS(in_filter(&strict, P_SUID_CREATE)), "strict: open(O_CREAT, 04755) kills");
+	CHECKF(t, EXITED_WITH(in_filter(&strict, P_PLAIN_CHMOD), 0), "strict: fchmod 0755 allowed");
+	CHECKF(t, EXITED_WITH(in_filter(&def, P_MEMFD), 0), "default: memfd_create allowed");
+	CHECKF(t, EXITED_WITH(in_filter(&noshm, P_MEMFD), 10 + ENOSYS), "no_shm: memfd_create is ENOSYS");
+	CHECKF(t, EXITED_WITH(in_filter(&noshm, P_SHM), 10 + ENOSYS), "no_shm: shmget is ENOSYS");
+	CHECKF(t, EXITED_WITH(in_filter(&noshm, P_GETPID), 0), "no_shm: getpid allowed");
+	sc_free(&def);
+	sc_free(&noshm);
+	sc_free(&strict);
+}
 
 static void test_seccomp(struct tally *t)
 {
@@ -249,24 +309,29 @@ static void test_plan(struct tally *t, struct sandbox *sb, const char *work)
 		         strstr(j, "\"degraded\":"), "record: %s", j);
 		CHECKF(t, !sandbox_job_trusted(sj), "default is not trusted");
 		struct sandbox_verdict v;
-		sandbox_job_verdict(sj, 1, 0, 0, &v);
+		sandbox_job_verdict(sj, 1, 0, 0, -1, &v);
 		CHECKF(t, v.code == NULL, "exit 0: no verdict");
-		sandbox_job_verdict(sj, 1, 1, 0, &v);
+		sandbox_job_verdict(sj, 1, 1, 0, -1, &v);
 		CHECKF(t, v.code == NULL, "exit 1: no verdict");
-		sandbox_job_verdict(sj, 0, SIGXCPU, 0, &v);
+		sandbox_job_verdict(sj, 0, SIGXCPU, 0, -1, &v);
 		CHECKF(t, v.code && !strcmp(v.code, "resource_limit") && !strcmp(v.limit, "cpuSeconds") &&
 		         v.value == SB_DEFAULT_CPU_SECONDS, "SIGXCPU: cpuSeconds");
-		sandbox_job_verdict(sj, 0, SIGKILL, (long long)SB_DEFAULT_CPU_SECONDS * 1000 + 5, &v);
+		sandbox_job_verdict(sj, 0, SIGKILL, (long long)SB_DEFAULT_CPU_SECONDS * 1000 + 5, -1, &v);
 		CHECKF(t, v.code && !strcmp(v.limit, "cpuSeconds"), "SIGKILL past the CPU limit: cpuSeconds");
-		sandbox_job_verdict(sj, 0, SIGKILL, 10, &v);
+		sandbox_job_verdict(sj, 0, SIGKILL, 10, -1, &v);
 		CHECKF(t, v.code == NULL, "SIGKILL early: no verdict");
-		sandbox_job_verdict(sj, 0, SIGXFSZ, 0, &v);
+		sandbox_job_verdict(sj, 0, SIGXFSZ, 0, -1, &v);
 		CHECKF(t, v.code && !strcmp(v.limit, "maxFileMB"), "SIGXFSZ: maxFileMB");
-		sandbox_job_verdict(sj, 0, SIGSYS, 0, &v);
+		sandbox_job_verdict(sj, 0, SIGSYS, 0, -1, &v);
 		if (strstr(j, "\"seccomp\":\"none\""))
 			CHECKF(t, v.code == NULL, "SIGSYS without a filter: no verdict");
 		else
 			CHECKF(t, v.code && !strcmp(v.code, "sandbox_violation"), "SIGSYS: sandbox_violation");
+		sandbox_job_verdict(sj, 0, SIGSYS, 0, 1, &v);
+		if (!strstr(j, "\"seccomp\":\"none\""))
+			CHECKF(t, v.code && !strcmp(v.code, "sandbox_violation"), "SIGSYS by the filter: sandbox_violation");
+		sandbox_job_verdict(sj, 0, SIGSYS, 0, 0, &v);
+		CHECKF(t, v.code == NULL, "SIGSYS the job raised itself: no verdict");
 		sandbox_job_free(sj);
 	}
 
@@ -333,6 +398,120 @@ static int wait_proc(struct spawn_proc *p, struct spawn_status *st)
 	return have;
 }
 
+/* Files the job makes are owned by its host uid: nobody for a root test run, ours otherwise.
+ * Its init shows its own argv; /proc's secrets read empty and its knobs cannot be opened for
+ * writing (nothing is written). */
+static void test_identity(struct tally *t, struct sandbox *sb, const char *work)
+{
+	struct sandbox_job *sj = NULL;
+	struct spawn_proc proc;
+	struct spawn_status st;
+	char err[512] = "", script[2 * PATH_MAX], made[PATH_MAX + 16];
+	snprintf(made, sizeof made, "%s/made", work);
+	unlink(made);
+	snprintf(script, sizeof script,
+	         "echo x > %s || exit 10; tr '\\0' ' ' </proc/1/cmdline | grep -q '^forkpoint-init *$' || exit 11; "
+	         "[ -s /proc/keys ] && exit 12; (exec 3>/proc/sys/kernel/core_pattern) 2>/dev/null && exit 13; "
+	         "(exec 3>/proc/sysrq-trigger) 2>/dev/null && exit 14; touch /dev/null 2>/dev/null && exit 15; "
+	         "echo ok >/dev/null || exit 16; exit 0", made);
+	int rc = spawn_sh(sb, work, script, &sj, &proc, err, sizeof err);
+	CHECKF(t, rc == 0, "spawn: %s", err);
+	if (rc < 0)
+		return;
+	wait_proc(&proc, &st);
+	CHECKF(t, st.exited && st.status == 0, "identity and /proc: status %d (10 work, 11 cmdline, "
+	       "12 keys, 13 sysctl, 14 sysrq, 15 /dev/null, 16 writing /dev/null)", st.status);
+	struct stat sst;
+	struct passwd *pw = getpwnam("nobody");
+	uid_t want = geteuid() == 0 ? (pw ? pw->pw_uid : 65534) : geteuid();
+	CHECKF(t, stat(made, &sst) == 0 && sst.st_uid == want, "the job's file belongs to uid %u (is %u)",
+	       (unsigned)want, (unsigned)sst.st_uid);
+	CHECKF(t, strstr(sandbox_job_json(sj), "\"memoryLimit\":") != NULL, "the record names the memory limit");
+	sandbox_job_free(sj);
+	if (geteuid() != 0)
+		return;
+	/* A retry: what the supervisor places now, in folders the first attempt owns, is handed
+	 * over too; a link the job left is not followed. */
+	char in[PATH_MAX + 16], f[PATH_MAX + 32], lk[PATH_MAX + 32];
+	snprintf(in, sizeof in, "%s/inputs", work);
+	mkdir(in, 0700);
+	CHECKF(t, chown(in, want, want) == 0, "chown %s", in);
+	snprintf(in, sizeof in, "%s/inputs/arg", work);
+	mkdir(in, 0700);
+	snprintf(f, sizeof f, "%s/file", in);
+	int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+	if (fd >= 0)
+		close(fd);
+	char top[PATH_MAX + 32];
+	snprintf(top, sizeof top, "%s/.args.json", work);
+	fd = open(top, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	char target[PATH_MAX + 16];
+	snprintf(target, sizeof target, "%s/../target", work);
+	fd = open(target, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	snprintf(lk, sizeof lk, "%s/inputs/link", work);
+	CHECKF(t, symlink(target, lk) == 0, "symlink %s", lk);
+	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
+	CHECKF(t, sandbox_job_new(sb, &c, &p, &sj, err, sizeof err) == 0, "plan again: %s", err);
+	struct stat a, b, h;
+	CHECKF(t, stat(in, &a) == 0 && a.st_uid == want && stat(f, &b) == 0 && b.st_uid == want,
+	       "a retry's inputs are handed over (%u %u)", (unsigned)a.st_uid, (unsigned)b.st_uid);
+	CHECKF(t, stat(target, &h) == 0 && h.st_uid == 0, "a link in the work dir is not followed");
+	CHECKF(t, stat(top, &h) == 0 && h.st_uid == want, "a file placed at the top is handed over");
+	sandbox_job_free(sj);
+}
+
+/* A readPath swapped for a symbolic link between planning and the start is refused, never
+ * followed. */
+static void test_swap(struct tally *t, struct sandbox *sb, const char *scratch, const char *work)
+{
+	char ro[PATH_MAX + 16], old[PATH_MAX + 32], err[512] = "";
+	snprintf(ro, sizeof ro, "%s/ro", scratch);
+	snprintf(old, sizeof old, "%s/ro.old", scratch);
+	rmdir(ro);
+	unlink(ro);
+	if (mkdir(ro, 0755) < 0)
+		return;
+	struct sandbox_cfg c = cfg_of("default");
+	char *rp[] = { ro };
+	c.read_paths = rp;
+	c.n_read_paths = 1;
+	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
+	struct sandbox_job *sj = NULL;
+	int rc = sandbox_job_new(sb, &c, &p, &sj, err, sizeof err);
+	CHECKF(t, rc == 0, "plan with a readPath: %s", err);
+	if (rc < 0)
+		return;
+	if (!strstr(sandbox_job_json(sj), "private root")) {
+		skip("readPath swap", "no private root here");
+		sandbox_job_free(sj);
+		return;
+	}
+	rename(ro, old);
+	CHECKF(t, symlink(scratch, ro) == 0, "swap %s for a link", ro);
+	char *argv[] = { "/bin/true", NULL };
+	char *envp[] = { NULL };
+	struct spawn_proc proc;
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct spawn_req r = { .argv = argv, .envp = envp, .cwd = work, .fd_stdin = dn, .fd_out = dn,
+	                       .fd_sock = dn, .sandbox = sj };
+	rc = spawn_start(&r, &proc, err, sizeof err);
+	close(dn);
+	CHECKF(t, rc == -ELOOP && strstr(err, "symbolic link") && strstr(err, ro),
+	       "a swapped readPath is refused: %d %s", rc, err);
+	if (rc == 0) {
+		struct spawn_status st;
+		wait_proc(&proc, &st);
+	}
+	sandbox_job_free(sj);
+	unlink(ro);
+	rmdir(old);
+}
+
 static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch, const char *work)
 {
 	struct sandbox_job *sj = NULL;
@@ -378,6 +557,9 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 		sandbox_job_free(sj);
 	}
 
+	test_identity(t, sb, work);
+	test_swap(t, sb, scratch, work);
+
 	if (!pidns) {
 		skip("tree kill", "no PID namespace here");
 		return;
@@ -408,7 +590,78 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 	sandbox_job_free(sj);
 }
 
-int main(void)
+/* Run argv under profile; the job's status as the init (or keeper) saw it.  0 or -errno. */
+static int run_job(struct sandbox *sb, const char *profile, const char *work, char **argv,
+                   struct spawn_status *st, char *err, size_t errlen)
+{
+	struct sandbox_cfg c = cfg_of(profile);
+	struct sandbox_paths p = { .program = argv[0], .work_dir = work, .cwd = work, .name = "unit" };
+	struct sandbox_job *sj = NULL;
+	int rc = sandbox_job_new(sb, &c, &p, &sj, err, errlen);
+	if (rc < 0)
+		return rc;
+	char *envp[] = { "PATH=/usr/bin:/bin", NULL };
+	int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
+	struct spawn_req r = { .argv = argv, .envp = envp, .cwd = work, .fd_stdin = dn, .fd_out = dn,
+	                       .fd_sock = dn, .sandbox = sj };
+	struct spawn_proc proc;
+	rc = spawn_start(&r, &proc, err, errlen);
+	close(dn);
+	if (rc == 0 && !wait_proc(&proc, st))
+		rc = -ECHILD;
+	sandbox_job_free(sj);
+	return rc;
+}
+
+/* SIGSYS from the filter is told apart from one the job raised itself, by the init of a PID
+ * namespace and by the keeper of a job without one. */
+static void test_sigsys(struct tally *t, struct sandbox *sb, const char *work)
+{
+	struct spawn_status st;
+	char err[512] = "";
+	char *forbidden[] = { "/usr/bin/unshare", "-U", "/bin/true", NULL };
+	char *raised[] = { "/bin/sh", "-c", "kill -SYS $$", NULL };
+	memset(&st, 0, sizeof st);
+	int rc = run_job(sb, "default", work, forbidden, &st, err, sizeof err);
+	CHECKF(t, rc == 0 && !st.exited && st.status == SIGSYS && st.seccomp_kill == 1,
+	       "a forbidden call: SIGSYS, the filter's (%d %s; %d %d %d)", rc, err, st.exited, st.status,
+	       st.seccomp_kill);
+	memset(&st, 0, sizeof st);
+	rc = run_job(sb, "default", work, raised, &st, err, sizeof err);
+	CHECKF(t, rc == 0 && !st.exited && st.status == SIGSYS && st.seccomp_kill == 0,
+	       "a SIGSYS the job raised: not the filter's (%d %s; %d %d %d)", rc, err, st.exited,
+	       st.status, st.seccomp_kill);
+	memset(&st, 0, sizeof st);
+	rc = run_job(sb, "none", work, raised, &st, err, sizeof err);
+	CHECKF(t, rc == 0 && !st.exited && st.status == SIGSYS && st.seccomp_kill == 0,
+	       "under the keeper: not the filter's (%d %s; %d %d %d)", rc, err, st.exited, st.status,
+	       st.seccomp_kill);
+}
+
+/* A request whose strings live in our own argv area (which the jail's init blanks) is refused
+ * before anything is cloned. */
+static void test_blanked(struct tally *t, struct sandbox *sb, const char *work, char *own_arg)
+{
+	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
+	struct sandbox_job *sj = NULL;
+	char err[512] = "";
+	if (sandbox_job_new(sb, &c, &p, &sj, err, sizeof err) < 0 || !sandbox_job_pidns(sj)) {
+		skip("argv area", "no PID namespace here");
+		sandbox_job_free(sj);
+		return;
+	}
+	char *argv[] = { "/bin/true", NULL };
+	char *envp[] = { NULL };
+	struct spawn_proc proc;
+	struct spawn_req r = { .argv = argv, .envp = envp, .cwd = own_arg, .fd_stdin = 0, .fd_out = 1,
+	                       .fd_sock = 2, .sandbox = sj };
+	int rc = spawn_start(&r, &proc, err, sizeof err);
+	CHECKF(t, rc == -EINVAL && strstr(err, "argv"), "cwd in our own argv area refused: %d %s", rc, err);
+	sandbox_job_free(sj);
+}
+
+int main(int argc, char **argv)
 {
 	struct tally t = { 0, 0 };
 	char scratch[512], work[PATH_MAX];
@@ -423,11 +676,14 @@ int main(void)
 		return 2;
 
 	test_seccomp(&t);
+	test_seccomp_modes(&t);
 	test_landlock(&t, scratch);
 	CHECKF(&t, sandbox_new(&sb) == 0, "sandbox_new");
 	if (sb) {
 		test_plan(&t, sb, work);
 		test_spawn(&t, sb, scratch, work);
+		test_blanked(&t, sb, work, argc > 0 ? argv[0] : NULL);
+		test_sigsys(&t, sb, work);
 		sandbox_free(sb);
 	}
 	check_rm_rf(scratch);
