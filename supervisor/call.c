@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cJSON.h>
+#include "facade.h"
 #include "jsonrpc.h"
 #include "termsafe.h"
 #include "wire.h"
@@ -345,8 +346,10 @@ static int drive(struct client *c, const char *tool, cJSON *args, const char *ex
 	}
 	const cJSON *sc = structured(resp);
 	const cJSON *task = cJSON_GetObjectItem(sc, "taskId");
-	const cJSON *pw = cJSON_GetObjectItem(sc, "pollWith");
-	if (!cJSON_IsString(task) || !cJSON_IsString(pw)) {
+	/* Only the server's own mark makes a task handle: a job's result may look like one. */
+	const cJSON *mark = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(resp, "result"), "_meta"), FACADE_HANDLE_META);
+	if (!cJSON_IsString(task) || !cJSON_IsString(mark) || strcmp(mark->valuestring, task->valuestring) != 0) {
 		/* A sync tool (or a failure before any task): the answer is the result. */
 		clear_bar(c);
 		const cJSON *r = cJSON_GetObjectItem(resp, "result");

@@ -190,7 +190,7 @@ static int may_return_task(const struct client *c, const struct task *t)
 
 static cJSON *task_handle(struct era2026 *e, const struct task *t)
 {
-	return stamp(e, facade_result(facade_handle(e->sv, t), 0), "complete");
+	return stamp(e, facade_handle_result(e->sv, t), "complete");
 }
 
 /* A waiting call's task asks a question: ask the client, or hand the task over. */

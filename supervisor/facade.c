@@ -216,6 +216,14 @@ cJSON *facade_handle(struct supervisor *sv, const struct task *t)
 	return o;
 }
 
+cJSON *facade_handle_result(struct supervisor *sv, const struct task *t)
+{
+	cJSON *r = facade_result(facade_handle(sv, t), 0);
+	if (r)
+		cJSON_AddStringToObject(cJSON_AddObjectToObject(r, "_meta"), FACADE_HANDLE_META, t->id);
+	return r;
+}
+
 cJSON *facade_view(struct supervisor *sv, const struct task *t)
 {
 	cJSON *o = base_view(t);

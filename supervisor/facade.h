@@ -17,6 +17,12 @@ cJSON *facade_call(struct supervisor *sv, const char *name, const cJSON *schema,
 
 /* The handle a task-mode call returns at once. */
 cJSON *facade_handle(struct supervisor *sv, const struct task *t);
+/* _meta key that marks a CallToolResult as a task handle made by this server (its value is the
+ * taskId).  Job-supplied results never carry _meta (mcpresult.h), so a client such as
+ * `forkpoint call` can tell a real handle from a job's result that merely looks like one. */
+#define FACADE_HANDLE_META "forkpoint/taskHandle"
+/* facade_handle as a CallToolResult, marked with FACADE_HANDLE_META. */
+cJSON *facade_handle_result(struct supervisor *sv, const struct task *t);
 /* What durable_task_get shows for t. */
 cJSON *facade_view(struct supervisor *sv, const struct task *t);
 /* Wrap a JSON object as a CallToolResult: same JSON as structuredContent and as text. */

@@ -36,6 +36,10 @@
 #define QUOTA_FRAMES    4000            /* per window: 2000 frames/s sustained */
 #define QUOTA_BYTES     (128u << 20)    /* per window: 64 MiB/s sustained */
 #define OUTQ_MAX        (64u << 20)     /* a job that stops reading its socket is killed */
+#define HELLO_MIN_MS    20              /* at most 50 start frames a second in answer to hello */
+#define HELLO_RATE      (16u << 20)     /* and at most 16 MiB of them a second */
+#define LOGSUM_MS       10000           /* log frames: one line in the supervisor's log per window */
+#define LOGSUM_TEXT     200             /* bytes of a job's log message shown there */
 
 struct job {
 	struct supervisor *sv;
@@ -61,9 +65,17 @@ struct job {
 	long win_frames, win_bytes;
 	struct loop_timer *kill_timer;
 	int killed_by_us;
-	const char *violation;
+	const char *violation;     /* NULL, or violation_buf */
+	char violation_buf[320];
 	int exited;
 	int sock_eof, out_eof;
+	int64_t hello_next;        /* loop ms: no start frame before this */
+	struct loop_timer *hello_timer;
+	int (*hello_send)(void *arg);
+	void *hello_arg;
+	int64_t logsum_start;      /* window of the log frame summary (LOGSUM_MS) */
+	long logsum_count;         /* log frames in it after the first (shown) one */
+	enum fplog_level logsum_max;
 };
 
 /* Close *fd (taking it out of the loop first when the loop watches it) and mark it closed. */
@@ -100,8 +112,10 @@ static void kill_tree(struct job *j)
 
 void job_kill(struct job *j, const char *violation)
 {
-	if (violation && !j->violation)
-		j->violation = violation;
+	if (violation && !j->violation) {
+		snprintf(j->violation_buf, sizeof j->violation_buf, "%s", violation);
+		j->violation = j->violation_buf;
+	}
 	j->killed_by_us = 1;
 	kill_tree(j);
 }
@@ -135,19 +149,26 @@ const char *job_sandbox_json(const struct job *j)
 
 /* ---- captured output -------------------------------------------------------- */
 
+/* Append to the task's log file within logMaxBytes.  The first byte that does not fit gets
+ * the truncation note, also when an earlier write filled the budget exactly. */
+static void log_append(struct job *j, const char *buf, size_t n)
+{
+	if (j->logfd < 0 || n == 0)
+		return;
+	size_t room = j->log_written < j->log_max ? (size_t)(j->log_max - j->log_written) : 0;
+	size_t w = n < room ? n : room;
+	if (w > 0 && wire_write_full(j->logfd, buf, w) == 0)
+		j->log_written += (long)w;
+	if (w < n && !j->log_truncated) {
+		static const char note[] = "\n[forkpoint: output truncated at logMaxBytes]\n";
+		(void)!write(j->logfd, note, sizeof note - 1);
+		j->log_truncated = 1;
+	}
+}
+
 static void capture(struct job *j, const char *buf, size_t n)
 {
-	if (j->logfd >= 0 && j->log_written < j->log_max) {
-		size_t room = (size_t)(j->log_max - j->log_written);
-		size_t w = n < room ? n : room;
-		if (wire_write_full(j->logfd, buf, w) == 0)
-			j->log_written += (long)w;
-		if (w < n && !j->log_truncated) {
-			static const char note[] = "\n[forkpoint: output truncated at logMaxBytes]\n";
-			(void)!write(j->logfd, note, sizeof note - 1);
-			j->log_truncated = 1;
-		}
-	}
+	log_append(j, buf, n);
 	/* The tail is a ring of the most recent bytes, for a plain program's result. */
 	if (n >= TAIL_BYTES) {
 		memcpy(j->tail, buf + n - TAIL_BYTES, TAIL_BYTES);
@@ -160,6 +181,49 @@ static void capture(struct job *j, const char *buf, size_t n)
 		j->tail_pos = (j->tail_pos + 1) % TAIL_BYTES;
 	}
 	j->tail_len = j->tail_len + n > TAIL_BYTES ? TAIL_BYTES : j->tail_len + n;
+}
+
+/* Report the log frames of the closing window that did not reach the supervisor's log. */
+static void logsum_flush(struct job *j)
+{
+	if (j->logsum_count > 0)
+		fplog(&j->sv->log, j->logsum_max, j->task_id,
+		      "job: %ld more log messages in %d s went only to the task log (forkpoint logs %s)",
+		      j->logsum_count, LOGSUM_MS / 1000, j->task_id);
+	j->logsum_count = 0;
+	j->logsum_max = FPLOG_DEBUG;
+}
+
+/* A job picks its log frames' level and rate itself, so they must not reach the supervisor's
+ * own log (stderr, MCP clients) as given: the lines go to the task's log under its byte budget,
+ * and the supervisor's log shows the first message of each LOGSUM_MS window and then a count,
+ * at no more than warning level. */
+void job_log_line(struct job *j, enum fplog_level lv, const char *level, const char *msg, size_t len)
+{
+	char head[40];
+	int hn = snprintf(head, sizeof head, "[job log %s] ", level);
+	log_append(j, head, (size_t)hn);
+	log_append(j, msg, len);
+	log_append(j, "\n", 1);
+	if (lv > FPLOG_WARNING)
+		lv = FPLOG_WARNING;
+	int64_t now = loop_now();
+	if (j->logsum_start && now - j->logsum_start < LOGSUM_MS) {
+		j->logsum_count++;
+		if (lv > j->logsum_max)
+			j->logsum_max = lv;
+		return;
+	}
+	logsum_flush(j);
+	j->logsum_start = now;
+	size_t n = len;
+	if (n > LOGSUM_TEXT) {
+		/* Cut on a character boundary: the text reaches clients as JSON. */
+		n = LOGSUM_TEXT;
+		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
+			n--;
+	}
+	fplog(&j->sv->log, lv, j->task_id, "job: %.*s%s", (int)n, msg, n < len ? "..." : "");
 }
 
 static void drain_out(struct job *j, size_t budget)
@@ -217,10 +281,14 @@ static void flush_outq(struct job *j)
 	update_sock_events(j);
 }
 
+static int quota(struct job *j, long frames, long bytes);
+
 int job_send(struct job *j, const void *bytes, size_t len)
 {
 	if (j->sock < 0 || j->exited)
 		return -EPIPE;
+	if (quota(j, 0, (long)len) < 0)
+		return -ENOBUFS;
 	if (wbuf_pending(&j->outq) + len > OUTQ_MAX) {
 		job_kill(j, "job does not read its socket");
 		return -ENOBUFS;
@@ -230,6 +298,34 @@ int job_send(struct job *j, const void *bytes, size_t len)
 		return rc;
 	flush_outq(j);
 	return 0;
+}
+
+void job_hello_sent(struct job *j, size_t len)
+{
+	int64_t wait = (int64_t)(len / (HELLO_RATE / 1000u));
+	j->hello_next = loop_now() + (wait > HELLO_MIN_MS ? wait : HELLO_MIN_MS);
+}
+
+static void hello_timer_cb(struct loop *l, void *arg)
+{
+	struct job *j = arg;
+	(void)l;
+	j->hello_timer = NULL;
+	if (!j->exited && j->hello_send(j->hello_arg) < 0)
+		job_kill(j, "the start frame could not be sent again (too large, or the job does not read)");
+}
+
+int job_hello(struct job *j, int (*send)(void *arg), void *arg)
+{
+	int64_t now = loop_now();
+	if (j->hello_timer)
+		return 0;
+	if (now >= j->hello_next)
+		return send(arg);
+	j->hello_send = send;
+	j->hello_arg = arg;
+	j->hello_timer = loop_timer_in(j->sv->loop, j->hello_next - now, hello_timer_cb, j);
+	return j->hello_timer ? 0 : -ENOMEM;
 }
 
 static int quota(struct job *j, long frames, long bytes)
@@ -304,7 +400,7 @@ static void drain_sock(struct job *j, size_t budget)
 				job_kill(j, why ? why : "protocol violation");
 				return;
 			}
-			if (j->exited || j->sock < 0)
+			if (j->exited || j->sock < 0 || j->violation)
 				return;
 		}
 	}
@@ -406,10 +502,15 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	 * a bound (a grandchild may hold the pipes open forever). */
 	drain_sock(j, 4u << 20);
 	drain_out(j, 4u << 20);
+	logsum_flush(j);
 	j->exited = 1;
 	if (j->kill_timer) {
 		loop_timer_cancel(j->sv->loop, j->kill_timer);
 		j->kill_timer = NULL;
+	}
+	if (j->hello_timer) {
+		loop_timer_cancel(j->sv->loop, j->hello_timer);
+		j->hello_timer = NULL;
 	}
 	struct job_exit x;
 	memset(&x, 0, sizeof x);
@@ -509,6 +610,8 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	struct stat st;
 	if (fstat(j->logfd, &st) == 0)
 		j->log_written = st.st_size;
+	/* An earlier attempt went past the budget: only the truncation note can have done that. */
+	j->log_truncated = j->log_written > j->log_max;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv_sock) < 0 ||
 	    pipe2(pp, O_CLOEXEC) < 0) {
 		rc = -errno;
@@ -591,6 +694,8 @@ void job_free(struct job *j)
 	}
 	if (j->kill_timer)
 		loop_timer_cancel(j->sv->loop, j->kill_timer);
+	if (j->hello_timer)
+		loop_timer_cancel(j->sv->loop, j->hello_timer);
 	job_close_fds(j);
 	frame_reader_free(j->reader);
 	wbuf_free(&j->outq);

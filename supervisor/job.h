@@ -32,8 +32,9 @@ struct job_exit {
 };
 
 struct job_callbacks {
-	/* A decoded frame.  Return 0 to go on, or -1 (with *why set to a static string) to declare
-	 * a protocol violation: the job is then killed and on_exit reports the violation. */
+	/* A decoded frame.  Return 0 to go on, or -1 (with *why set to a string that lives until
+	 * the callback returns; it is copied) to declare a protocol violation: the job is then
+	 * killed and on_exit reports the violation. */
 	int (*on_frame)(void *owner, struct job *j, const struct frame *f, const char **why);
 	/* The process has exited and was reaped; its tree has been killed. */
 	void (*on_exit)(void *owner, struct job *j, const struct job_exit *x);
@@ -55,9 +56,23 @@ struct job_spec {
  * -ENOTSUP means the tool's sandbox.require cannot be met on this host (and nothing ran). */
 int job_start(struct supervisor *sv, const struct job_spec *spec, const struct job_callbacks *cb,
               void *owner, struct job **out, char *err, size_t errlen);
-/* Queue a frame built with frame_begin/frame_finish (the sbuffer's bytes are copied). */
+/* Queue a frame built with frame_begin/frame_finish (the sbuffer's bytes are copied).  The
+ * bytes count against the job's socket byte quota, as its own frames do. */
 int job_send(struct job *j, const void *bytes, size_t len);
-/* Kill the whole tree now with SIGKILL; on_exit follows from the loop. */
+/* A log frame's text (valid UTF-8, len bytes): appended to the task's log as
+ * "[job log LEVEL] text" within logMaxBytes (the budget its output shares), and shown in the
+ * supervisor's log only as the first message of each 10 s window plus a count of the rest,
+ * at warning level at most. */
+void job_log_line(struct job *j, enum fplog_level lv, const char *level, const char *msg, size_t len);
+/* A hello costs the job 16 bytes and the supervisor a start frame of up to 8 MiB, so answers
+ * are rate-limited: send(arg) runs now, or once the job's hello budget allows (at most one
+ * start frame per 20 ms and 16 MiB of them per second); hellos that arrive while one waits
+ * share its answer.  0, or send's error (<0) when it ran now; a deferred send that fails
+ * kills the job.  job_hello_sent() records each start frame sent, with its size. */
+int job_hello(struct job *j, int (*send)(void *arg), void *arg);
+void job_hello_sent(struct job *j, size_t len);
+/* Kill the whole tree now with SIGKILL; on_exit follows from the loop.  violation (copied, may
+ * be NULL) is reported in on_exit; the first one given wins. */
 void job_kill(struct job *j, const char *violation);
 /* Kill after ms unless it has exited by then (cancel grace, post-result grace). */
 void job_kill_after(struct job *j, long ms);

@@ -32,6 +32,7 @@ struct msess {
 	int log_level;         /* -1: client did not ask for log messages */
 	int elicitation;       /* the client declared the elicitation capability */
 	int tasks_era;         /* negotiated 2025-11-25: native tasks on this session */
+	long logs_dropped;     /* log notifications not sent while the output queue was full */
 	struct msess *next;
 };
 
@@ -47,6 +48,7 @@ struct pending {
 	cJSON *token;          /* progressToken, or NULL */
 	double last_progress;
 	int64_t last_sent;
+	int progress_owed;     /* an update was held back (rate limit, or a client that does not read) */
 	struct loop_timer *auto_timer;
 	char elicited[208];    /* question id already sent to the caller as an elicitation */
 	struct pending *next;
@@ -61,6 +63,7 @@ struct watch {
 	cJSON *token;
 	double last_progress;
 	int64_t last_sent;
+	int progress_owed;
 	char elicited[208];    /* question id already sent as an elicitation */
 	struct watch *next;
 };
@@ -83,6 +86,7 @@ struct server {
 	struct outreq *outreqs;
 	long next_out_id;
 	struct era2026 *era;   /* requests of the 2026-07-28 (stateless) era */
+	struct loop_timer *progress_timer;   /* sends progress held back by the rate limit */
 	/* The message being handled observes nothing that waits for a commit (ping, tools/list, a
 	 * read of durable tasks, a refusal): its answer need not wait for the turn's commit, and
 	 * so keeps flowing while commits fail.  Set per message, cleared after it. */
@@ -172,12 +176,29 @@ void server_reply_error(struct msess *ms, const cJSON *id, int code, const char 
 
 /* ---- logging to clients ---------------------------------------------------------------- */
 
+/* Log lines go to every session that asked for them, except while its output queue is full:
+ * those are counted and the count is sent once the client reads again. */
 static void log_sink(void *arg, enum fplog_level lv, const char *task, const char *msg)
 {
 	struct server *srv = arg;
 	for (struct msess *ms = srv->sessions; ms; ms = ms->next) {
 		if (ms->log_level < 0 || (int)lv < ms->log_level || ms->initialized < 1)
 			continue;
+		if (session_congested(ms->io)) {
+			ms->logs_dropped++;
+			continue;
+		}
+		if (ms->logs_dropped) {
+			char note[160];
+			snprintf(note, sizeof note, "%ld log messages were not sent while this client was not "
+			         "reading its input", ms->logs_dropped);
+			ms->logs_dropped = 0;
+			cJSON *p = cJSON_CreateObject();
+			cJSON_AddStringToObject(p, "level", "warning");
+			cJSON_AddStringToObject(p, "logger", "forkpoint");
+			cJSON_AddStringToObject(cJSON_AddObjectToObject(p, "data"), "message", note);
+			notify_session(ms, "notifications/message", p);
+		}
 		cJSON *p = cJSON_CreateObject();
 		cJSON_AddStringToObject(p, "level", fplog_level_name(lv));
 		cJSON_AddStringToObject(p, "logger", "forkpoint");
@@ -206,12 +227,16 @@ static void pending_unlink(struct server *srv, struct pending *p)
 	free(p);
 }
 
-void server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
-                          double *last, int64_t *last_sent, int force)
+int server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
+                         double *last, int64_t *last_sent, int force)
 {
 	int64_t now = loop_now();
-	if (!token || (!force && now - *last_sent < PROGRESS_MIN_MS))
-		return;
+	if (!token)
+		return 0;
+	if (!force && now - *last_sent < PROGRESS_MIN_MS)
+		return -EBUSY;
+	if (session_congested(ms->io))
+		return -EAGAIN;
 	/* progress must strictly increase: a repeated or lower fraction still moves it a hair. */
 	double v = t->fraction >= 0 ? t->fraction : *last < 0 ? 0 : *last;
 	if (v <= *last)
@@ -225,15 +250,31 @@ void server_send_progress(struct msess *ms, const cJSON *token, const struct tas
 	notify_session(ms, "notifications/progress", params);
 	*last = v;
 	*last_sent = now;
+	return 1;
+}
+
+static void progress_timer_cb(struct loop *l, void *arg);
+
+/* An update held back by the rate limit goes out from a timer, so the latest progress is never
+ * lost for want of a later one. */
+static void owe_progress(struct server *srv, int rc, int *owed)
+{
+	*owed = rc < 0;
+	if (rc == -EBUSY && !srv->progress_timer)
+		srv->progress_timer = loop_timer_in(srv->sv->loop, PROGRESS_MIN_MS, progress_timer_cb, srv);
 }
 
 static void send_progress(struct pending *p, int force)
 {
-	server_send_progress(p->ms, p->token, p->t, &p->last_progress, &p->last_sent, force);
+	int rc = server_send_progress(p->ms, p->token, p->t, &p->last_progress, &p->last_sent, force);
+	owe_progress(p->ms->srv, rc, &p->progress_owed);
 }
 
 static void answer_pending(struct server *srv, struct pending *p, cJSON *result)
 {
+	/* Progress comes before the response or not at all. */
+	if (p->progress_owed)
+		send_progress(p, 1);
 	if (p->kind == PEND_RESULT && result) {
 		/* tasks/result answers with the original result, tagged with the task it belongs to. */
 		cJSON *meta = cJSON_GetObjectItem(result, "_meta");
@@ -300,9 +341,10 @@ static void watch_unlink(struct server *srv, struct watch *w)
 	free(w);
 }
 
-static void watch_progress(struct watch *w, const struct task *t)
+static void watch_progress(struct watch *w, const struct task *t, int force)
 {
-	server_send_progress(w->ms, w->token, t, &w->last_progress, &w->last_sent, 0);
+	int rc = server_send_progress(w->ms, w->token, t, &w->last_progress, &w->last_sent, force);
+	owe_progress(w->ms->srv, rc, &w->progress_owed);
 }
 
 cJSON *server_elicit_params(const struct task *t)
@@ -395,17 +437,53 @@ static void on_response(struct msess *ms, const struct rpc_msg *m)
 		for (struct pending *p = srv->pending, *next; t && p; p = next) {
 			next = p->next;
 			if (p->kind == PEND_CALL && p->t == t && p->ms == ms)
-				answer_pending(srv, p, facade_result(facade_handle(srv->sv, t), 0));
+				answer_pending(srv, p, facade_handle_result(srv->sv, t));
 		}
 		return;
 	}
 }
 
+/* Status notifications are optional (clients poll tasks/get): a session whose output queue is
+ * full does not get them. */
 static void status_notification(struct server *srv, const struct task *t)
 {
 	for (struct msess *ms = srv->sessions; ms; ms = ms->next)
-		if (ms->tasks_era && ms->initialized)
+		if (ms->tasks_era && ms->initialized && !session_congested(ms->io))
 			notify_session(ms, "notifications/tasks/status", native_task(t));
+}
+
+/* Send the latest progress of every call and task (of session ms, or of all when NULL) whose
+ * update was held back: one notification each, however many updates were skipped. */
+static void flush_owed(struct server *srv, struct msess *ms)
+{
+	for (struct pending *p = srv->pending; p; p = p->next)
+		if ((!ms || p->ms == ms) && p->progress_owed)
+			send_progress(p, 1);
+	for (struct watch *w = srv->watches; w; w = w->next) {
+		struct task *t = w->progress_owed ? tasks_find(srv->sv->tasks, w->id) : NULL;
+		if ((!ms || w->ms == ms) && t)
+			watch_progress(w, t, 1);
+	}
+}
+
+static void progress_timer_cb(struct loop *l, void *arg)
+{
+	struct server *srv = arg;
+	(void)l;
+	srv->progress_timer = NULL;
+	flush_owed(srv, NULL);
+}
+
+/* A client stopped reading (its output queue is full) or reads again; once it does, what was
+ * held back for it goes out. */
+static void on_flow(void *arg, int stopped)
+{
+	struct msess *ms = arg;
+	fplog(&ms->srv->sv->log, FPLOG_INFO, NULL, stopped
+	      ? "the client does not read its output (%zu bytes wait): its requests wait, notifications are held back"
+	      : "the client reads its output again (%zu bytes wait): serving its requests", session_out_pending(ms->io));
+	if (!stopped)
+		flush_owed(ms->srv, ms);
 }
 
 static void on_task(void *arg, struct task *t, enum task_event ev)
@@ -415,7 +493,7 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 	struct watch *w = srv->watches ? find_watch(srv, t->id) : NULL;
 	if (w) {
 		if (ev == TASK_EV_PROGRESS) {
-			watch_progress(w, t);
+			watch_progress(w, t, 0);
 		} else {
 			status_notification(srv, t);
 			if (t->status == TASK_INPUT_REQUIRED)
@@ -443,7 +521,7 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 		} else if (t->status == TASK_INPUT_REQUIRED) {
 			/* The caller is blocked in this call and cannot answer: hand back the task so
 			 * the model can read the question and respond through the facade. */
-			answer_pending(srv, p, facade_result(facade_handle(srv->sv, t), 0));
+			answer_pending(srv, p, facade_handle_result(srv->sv, t));
 		}
 	}
 }
@@ -454,7 +532,7 @@ static void on_auto_timer(struct loop *l, void *arg)
 	struct server *srv = p->ms->srv;
 	(void)l;
 	p->auto_timer = NULL;
-	answer_pending(srv, p, facade_result(facade_handle(srv->sv, p->t), 0));
+	answer_pending(srv, p, facade_handle_result(srv->sv, p->t));
 }
 
 /* ---- methods ----------------------------------------------------------------------------- */
@@ -779,13 +857,13 @@ static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
 		return;
 	}
 	if (tool->mode == TOOL_MODE_TASK || TASK_TERMINAL(t->status)) {
-		reply(ms, id, tool->mode == TOOL_MODE_TASK ? facade_result(facade_handle(sv, t), 0)
+		reply(ms, id, tool->mode == TOOL_MODE_TASK ? facade_handle_result(sv, t)
 		                                           : facade_final_result(sv, t));
 		return;
 	}
 	struct pending *p = calloc(1, sizeof *p);
 	if (!p) {
-		reply(ms, id, facade_result(facade_handle(sv, t), 0));
+		reply(ms, id, facade_handle_result(sv, t));
 		return;
 	}
 	p->kind = PEND_CALL;
@@ -1109,6 +1187,8 @@ void server_free(struct server *srv)
 		pending_unlink(srv, srv->pending);
 	while (srv->watches)
 		watch_unlink(srv, srv->watches);
+	if (srv->progress_timer)
+		loop_timer_cancel(srv->sv->loop, srv->progress_timer);
 	era2026_free(srv->era);
 	for (struct outreq *o = srv->outreqs, *n; o; o = n) {
 		n = o->next;
@@ -1136,6 +1216,7 @@ int server_attach(struct server *srv, int in_fd, int out_fd, int primary)
 		free(ms);
 		return -errno ? -errno : -ENOMEM;
 	}
+	session_set_flow_cb(ms->io, on_flow, ms);
 	ms->next = srv->sessions;
 	srv->sessions = ms;
 	return 0;

@@ -51,9 +51,11 @@ cJSON *server_resources(struct transfers *tr, const char *method, const cJSON *p
 
 /* A notifications/progress for a waiting request: progress strictly increases across calls for
  * the same request (*last, *last_sent are its state; start *last at -1), and without force at
- * most one per PROGRESS_MIN_MS. */
-void server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
-                          double *last, int64_t *last_sent, int force);
+ * most one per PROGRESS_MIN_MS.  1 sent; 0 no token; -EBUSY not due yet (rate limit); -EAGAIN
+ * held back because the client does not read (its output queue is full).  After either, the
+ * caller sends it later with force. */
+int server_send_progress(struct msess *ms, const cJSON *token, const struct task *t,
+                         double *last, int64_t *last_sent, int force);
 
 /* What every era's Task object starts with: taskId, status, statusMessage (when there is one),
  * createdAt, lastUpdatedAt (caller frees). */

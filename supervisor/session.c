@@ -12,7 +12,7 @@
 #include "wire.h"
 
 #define READ_SLICE  (256u << 10)
-#define OUT_HIGH    (16u << 20)
+#define OUT_LOW     (OUT_HIGH / 2)
 
 struct session {
 	struct loop *loop;
@@ -33,6 +33,10 @@ struct session {
 	 * one is read from a zero-delay timer and output to one is written directly. */
 	int in_file, out_file;
 	struct loop_timer *in_timer;
+	int paused;          /* input processing stopped at OUT_HIGH, until the queue drains to OUT_LOW */
+	struct loop_timer *resume_timer;
+	session_flow_cb on_flow;
+	void *flow_arg;
 };
 
 static void on_in(struct session *s);
@@ -56,9 +60,14 @@ static size_t queued(const struct session *s)
 	return wbuf_pending(&s->out) + wbuf_pending(&s->hold);
 }
 
+int session_congested(const struct session *s)
+{
+	return s->paused || queued(s) >= OUT_HIGH;
+}
+
 static void update_events(struct session *s)
 {
-	int want_in = !s->eof && queued(s) < OUT_HIGH;
+	int want_in = !s->eof && !session_congested(s);
 	int want_out = writable(s) > 0 && !s->out_broken;
 	if (s->in_file) {
 		if (want_in && !s->in_timer)
@@ -82,9 +91,17 @@ static void update_events(struct session *s)
 	}
 }
 
+/* Hand out the complete lines buffered so far; stop (paused) while the output queue is at
+ * OUT_HIGH, since every request may add a response to it. */
 static void process_input(struct session *s)
 {
 	for (;;) {
+		if (session_congested(s)) {
+			if (!s->paused && s->on_flow)
+				s->on_flow(s->flow_arg, 1);
+			s->paused = 1;
+			return;
+		}
 		size_t avail = wbuf_pending(&s->in);
 		if (avail == 0)
 			return;   /* nothing buffered, perhaps no buffer at all yet (data NULL) */
@@ -129,7 +146,7 @@ static void process_input(struct session *s)
 static void on_in(struct session *s)
 {
 	size_t budget = READ_SLICE;
-	while (budget > 0 && !s->eof) {
+	while (budget > 0 && !s->eof && !s->paused) {
 		char buf[65536];
 		ssize_t n = read(s->in_fd, buf, sizeof buf);
 		if (n < 0) {
@@ -158,10 +175,31 @@ static void on_in(struct session *s)
 		}
 		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
 		process_input(s);
-		if (queued(s) >= OUT_HIGH)
+		if (session_congested(s))
 			break;
 	}
 	update_events(s);
+}
+
+/* The output queue has drained after a stop: tell the owner it may produce again, then go on
+ * with the buffered input.  Runs from a timer, so in a loop turn of its own: whatever it
+ * queues is released by that turn's commit like any other answer. */
+static void resume_cb(struct loop *l, void *arg)
+{
+	struct session *s = arg;
+	(void)l;
+	s->resume_timer = NULL;
+	s->paused = 0;
+	if (s->on_flow)
+		s->on_flow(s->flow_arg, 0);
+	process_input(s);
+	update_events(s);
+}
+
+static void maybe_resume(struct session *s)
+{
+	if (s->paused && !s->resume_timer && queued(s) <= OUT_LOW)
+		s->resume_timer = loop_timer_in(s->loop, 0, resume_cb, s);
 }
 
 void session_flush(struct session *s)
@@ -181,6 +219,7 @@ void session_flush(struct session *s)
 		}
 		wbuf_consume(&s->out, (size_t)n);
 	}
+	maybe_resume(s);
 	update_events(s);
 }
 
@@ -240,6 +279,8 @@ void session_free(struct session *s)
 		return;
 	if (s->in_timer)
 		loop_timer_cancel(s->loop, s->in_timer);
+	if (s->resume_timer)
+		loop_timer_cancel(s->loop, s->resume_timer);
 	loop_del_fd(s->loop, s->in_fd);
 	if (s->out_fd != s->in_fd)
 		loop_del_fd(s->loop, s->out_fd);
@@ -251,6 +292,12 @@ void session_free(struct session *s)
 	wbuf_free(&s->out);
 	wbuf_free(&s->hold);
 	free(s);
+}
+
+void session_set_flow_cb(struct session *s, session_flow_cb cb, void *arg)
+{
+	s->on_flow = cb;
+	s->flow_arg = arg;
 }
 
 static int queue_line(struct session *s, struct wbuf *b, char *line)

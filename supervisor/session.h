@@ -2,13 +2,18 @@
  * buffered queue of lines out, all non-blocking on the loop.  Knows nothing of MCP itself.
  * Input is read in bounded slices per turn; a line longer than max_line is reported once (as
  * line == NULL) and skipped up to its newline, so a hostile client cannot make us buffer it.
- * While more than OUT_HIGH bytes wait to be written the session stops reading input
- * (backpressure: a client that does not read its answers cannot grow our memory). */
+ * While OUT_HIGH bytes or more wait to be written the session stops reading input and stops
+ * handing out the lines it has buffered (backpressure: a client that does not read its answers
+ * cannot grow our memory by sending requests); once the queue has drained to half of that it
+ * goes on; the owner hears of both (session_set_flow_cb).  Producers of unrequested messages
+ * (notifications) check session_congested() and hold back or coalesce them meanwhile. */
 #ifndef FP_SESSION_H
 #define FP_SESSION_H
 
 #include <stddef.h>
 #include "loop.h"
+
+#define OUT_HIGH (16u << 20)   /* the output queue's high-water mark, in bytes */
 
 struct session;
 
@@ -16,6 +21,10 @@ struct session;
 typedef void (*session_line_cb)(void *arg, const char *line, size_t len);
 /* The peer closed its input (EOF) or the connection failed. */
 typedef void (*session_eof_cb)(void *arg);
+/* stopped 1: the output queue reached OUT_HIGH and the session stopped handing out requests;
+ * stopped 0: it has drained to OUT_LOW, the owner may produce again (runs in a loop turn of its
+ * own, before the buffered requests are handed out). */
+typedef void (*session_flow_cb)(void *arg, int stopped);
 
 struct session *session_new(struct loop *l, int in_fd, int out_fd, size_t max_line,
                             session_line_cb on_line, session_eof_cb on_eof, void *arg);
@@ -40,5 +49,9 @@ void session_flush(struct session *s);
 /* At shutdown: write everything released, waiting up to timeout_ms. */
 void session_drain(struct session *s, int timeout_ms);
 size_t session_out_pending(const struct session *s);
+/* 1 from the moment OUT_HIGH bytes wait to be written until the queue has drained to OUT_LOW:
+ * send nothing the client did not ask for meanwhile. */
+int session_congested(const struct session *s);
+void session_set_flow_cb(struct session *s, session_flow_cb cb, void *arg);
 
 #endif

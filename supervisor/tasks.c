@@ -13,6 +13,7 @@
 
 #include "frame.h"
 #include "job.h"
+#include "mcpresult.h"
 #include "persist.h"
 #include "transfer.h"
 #include "wire.h"
@@ -239,6 +240,7 @@ void task_free(struct task *t)
 	free(t->result_pending);
 	cJSON_Delete(t->error);
 	cJSON_Delete(t->pending_error);
+	cJSON_Delete(t->pending_result);
 	cJSON_Delete(t->sandbox);
 	cJSON_Delete(t->artifacts);
 	free(t->checkpoint);
@@ -255,10 +257,32 @@ void task_clear_question(struct task *t)
 	t->question_choices = NULL;
 }
 
+static void complete_held(struct tasks *ts, struct task *t);
+
+/* At shutdown: end every job; one that had sent its result (and only lingered) completes its
+ * task now that its tree is gone, durably, instead of being run again by the next start. */
+static void end_jobs(struct tasks *ts)
+{
+	int done = 0;
+	for (struct task *t = ts->head; t; t = t->next) {
+		if (!t->job)
+			continue;
+		job_free(t->job);
+		t->job = NULL;
+		if (t->result_held && !TASK_TERMINAL(t->status)) {
+			complete_held(ts, t);
+			done = 1;
+		}
+	}
+	if (done && ts->sv->persist && persist_commit(ts->sv->persist) < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, NULL, "could not store the results of jobs ended at shutdown");
+}
+
 void tasks_free(struct tasks *ts)
 {
 	if (!ts)
 		return;
+	end_jobs(ts);
 	for (struct task *t = ts->head, *n; t; t = n) {
 		n = t->next;
 		if (t->job)
@@ -456,7 +480,17 @@ static int send_start(struct task *t)
 		frame_pack_str(&pk, "cancelled");
 		msgpack_pack_true(&pk);
 	}
-	return send_frame(t, &sb);
+	size_t len = sb.size;
+	int rc = send_frame(t, &sb);
+	if (rc == 0 && t->job)
+		job_hello_sent(t->job, len);
+	return rc;
+}
+
+/* A hello's answer, when the job's hello rate allows it (job_hello). */
+static int resend_start(void *arg)
+{
+	return send_start(arg);
 }
 
 static int send_answer(struct task *t, const char *qid, const cJSON *response)
@@ -673,6 +707,13 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 		cJSON_Delete(choices);
 		return 0;
 	}
+	/* One open question per task: each one becomes a prompt for a person (and an elicitation
+	 * request per client), so a job must wait for its answer before it asks again. */
+	if (t->status == TASK_INPUT_REQUIRED) {
+		cJSON_Delete(choices);
+		*why = "protocol violation: ask while a question is still open (one question at a time; wait for its answer)";
+		return -1;
+	}
 	char *qid = dup_str(id, idlen);
 	if (!qid) {
 		cJSON_Delete(choices);
@@ -748,6 +789,59 @@ static void on_store_timer(struct loop *l, void *arg)
 	store_result(t->owner, t);
 }
 
+/* The task completes when the job's whole tree is dead (on_exit_cb): until then the job could
+ * still change the files in outputs/ that become its artifacts.  A result that arrives (or is
+ * stored) while the job runs is held, r NULL when it lives in its blob; the progress message
+ * says so.  The job should exit now; it has the grace period to do so. */
+static void complete(struct tasks *ts, struct task *t, cJSON *r, int is_mcp)
+{
+	if (!t->job) {
+		finish(ts, t, TASK_COMPLETED, r, is_mcp, NULL);
+		return;
+	}
+	cJSON_Delete(t->pending_result);
+	t->pending_result = r;
+	t->pending_result_mcp = is_mcp;
+	t->result_held = 1;
+	free(t->progress_msg);
+	t->progress_msg = strdup("The job has sent its result; the task completes once the job has exited.");
+	t->progress_seq++;
+	touch(t);
+	notify(ts, t, TASK_EV_PROGRESS);
+}
+
+/* The held result, now that the job is gone. */
+static void complete_held(struct tasks *ts, struct task *t)
+{
+	cJSON *r = t->pending_result;
+	t->pending_result = NULL;
+	t->result_held = 0;
+	cJSON_Delete(t->pending_error);
+	t->pending_error = NULL;
+	finish(ts, t, TASK_COMPLETED, r, t->pending_result_mcp, NULL);
+}
+
+/* A job-supplied CallToolResult as JSON text, cleaned (mcpresult.h) and printed again in place
+ * of *text.  0; -EINVAL with why, or -ENOMEM, and *text is left as it was (the caller's). */
+static int clean_mcp_text(struct task *t, char **text, size_t *len, char *why, size_t whylen)
+{
+	cJSON *r = cJSON_ParseWithLength(*text, *len);
+	if (!r)
+		return -ENOMEM;
+	if (mcpresult_clean(r, t->id, why, whylen) < 0) {
+		cJSON_Delete(r);
+		return -EINVAL;
+	}
+	char *s = cJSON_PrintUnformatted(r);
+	cJSON_Delete(r);
+	if (!s)
+		return -ENOMEM;
+	free(*text);
+	*text = s;
+	*len = strlen(s);
+	return 0;
+}
+
 /* A large result counts only once its blob is durable: until then the task stays working (it
  * is not reported completed, and no FINISH record promises a result that a crash would lose).
  * A failed write (ENOSPC, EIO) is tried again after 1, 2, 4 … 32 s and said in the task's
@@ -790,7 +884,7 @@ static void store_result(struct tasks *ts, struct task *t)
 		fail(ts, t, "internal_error", "Out of memory holding the job's result.", 1, "Call the tool again later.");
 		return;
 	}
-	finish(ts, t, TASK_COMPLETED, r, t->result_pending_mcp, NULL);
+	complete(ts, t, r, t->result_pending_mcp);
 }
 
 static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
@@ -825,9 +919,25 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 		                     : "protocol violation: result is not representable as JSON";
 		return -1;
 	}
-	if (TASK_TERMINAL(t->status) || t->result_pending) {
+	if (TASK_TERMINAL(t->status) || t->result_pending || t->result_held) {
 		free(text);
 		return 0;
+	}
+	if (mcp) {
+		/* Forwarded to clients as the tool's result: only valid blocks, none of the job's _meta. */
+		char reason[240], msg[300];
+		rc = clean_mcp_text(t, &text, &len, reason, sizeof reason);
+		if (rc < 0)
+			free(text);
+		if (rc == -EINVAL) {
+			snprintf(msg, sizeof msg, "protocol violation: invalid mcp result: %s", reason);
+			job_kill(t->job, msg);   /* copies msg; the frames after this one are not read */
+			return 0;
+		}
+		if (rc < 0) {
+			*why = "out of memory reading the job's result";
+			return -1;
+		}
 	}
 	if ((long)len <= ts->sv->cfg->server.result_inline_bytes) {
 		cJSON *r = cJSON_ParseWithLength(text, len);
@@ -836,7 +946,7 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 			*why = "out of memory reading the job's result";
 			return -1;
 		}
-		finish(ts, t, TASK_COMPLETED, r, mcp != NULL, NULL);
+		complete(ts, t, r, mcp != NULL);
 	} else {
 		free(t->result_summary);
 		t->result_summary = describe_result(v ? v : mcp);
@@ -896,7 +1006,7 @@ static int on_fail(struct tasks *ts, struct task *t, const msgpack_object *m, co
 	return 0;
 }
 
-static int on_log(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
+static int on_log(struct job *j, const msgpack_object *m, const char **why)
 {
 	const char *lv = "info", *msg;
 	size_t lvlen = 4, mlen;
@@ -908,14 +1018,9 @@ static int on_log(struct tasks *ts, struct task *t, const msgpack_object *m, con
 	char level[16];
 	snprintf(level, sizeof level, "%.*s", (int)(lvlen < 15 ? lvlen : 15), lv);
 	int l = fplog_level_parse(level);
-	/* Cut long messages on a character boundary: the text goes to clients as JSON. */
-	size_t n = mlen;
-	if (n > 1024) {
-		n = 1024;
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
-	}
-	fplog(&ts->sv->log, l < 0 ? FPLOG_INFO : (enum fplog_level)l, t->id, "job: %.*s", (int)n, msg);
+	if (l < 0 || l > FPLOG_ERROR)
+		l = FPLOG_INFO;
+	job_log_line(j, (enum fplog_level)l, fplog_level_name((enum fplog_level)l), msg, mlen);
 	return 0;
 }
 
@@ -926,7 +1031,6 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 	const char *ty;
 	size_t tylen;
 	char type[16] = "";
-	(void)j;
 	if (frame_get_str(&f->root, "type", &ty, &tylen) < 0 || tylen == 0) {
 		*why = "protocol violation: frame without a type";
 		return -1;
@@ -936,14 +1040,15 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 		return 0;
 	memcpy(type, ty, tylen);
 	if (strcmp(type, "hello") == 0) {
-		if (send_start(t) < 0) {
+		if (job_hello(j, resend_start, t) < 0) {
 			*why = "the start frame could not be sent again (too large, or the job does not read)";
 			return -1;
 		}
 		return 0;
 	}
-	/* After the terminal state only hello matters; late frames are ignored, not errors. */
-	if (TASK_TERMINAL(t->status) && strcmp(type, "log") != 0)
+	/* After the terminal state (or the result) only hello and log matter; late frames are
+	 * ignored, not errors. */
+	if ((TASK_TERMINAL(t->status) || t->result_held) && strcmp(type, "log") != 0)
 		return 0;
 	if (strcmp(type, "progress") == 0)
 		return on_progress(ts, t, &f->root, why);
@@ -956,7 +1061,7 @@ static int on_frame(void *owner, struct job *j, const struct frame *f, const cha
 	if (strcmp(type, "fail") == 0)
 		return on_fail(ts, t, &f->root, why);
 	if (strcmp(type, "log") == 0)
-		return on_log(ts, t, &f->root, why);
+		return on_log(j, &f->root, why);
 	return 0;   /* unknown types: newer protocol minor versions, ignored */
 }
 
@@ -1032,6 +1137,68 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 	return 1;
 }
 
+/* The outcome of a job that ended without a result: its start error, its protocol violation,
+ * its own failure report, the sandbox's verdict, or its exit status (retried while the tool has
+ * retries left). */
+static void decide_exit(struct tasks *ts, struct task *t, const struct job_exit *x)
+{
+	char msg[512];
+	cJSON *pending = t->pending_error;
+	t->pending_error = NULL;
+	if (x->start_error && x->start_errno == E2BIG) {
+		/* The arguments, not the server: the same call would fail the same way. */
+		cJSON_Delete(pending);
+		snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
+		fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
+	} else if (x->start_error) {
+		cJSON_Delete(pending);
+		snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
+		fail(ts, t, "job_failed", msg, 1,
+		     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
+	} else if (x->violation) {
+		cJSON_Delete(pending);
+		snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
+		fail(ts, t, "job_failed", msg, 0,
+		     "The job broke the frame protocol (docs/job-protocol.md); fix the job, then call the tool again.");
+	} else if (pending) {
+		if (!try_retry(ts, t, cJSON_Duplicate(pending, 1)))
+			finish(ts, t, TASK_FAILED, NULL, 0, cJSON_Duplicate(pending, 1));
+		cJSON_Delete(pending);
+	} else if (x->sandbox_code) {
+		cJSON *e = task_envelope(x->sandbox_code, x->sandbox_message, 0, x->limit
+			? "The job needs more than its sandbox allows: call the tool again with less work, or raise the limit named in error.limit (sandbox section of the config)."
+			: "The job tried something its sandbox forbids (docs/sandbox.md); fix the job, or give the tool a profile that allows it.");
+		if (x->limit) {
+			cJSON_AddStringToObject(e, "limit", x->limit);
+			cJSON_AddNumberToObject(e, "limitValue", (double)x->limit_value);
+		}
+		cJSON_AddStringToObject(e, "output", x->tail);
+		finish(ts, t, TASK_FAILED, NULL, 0, e);
+	} else if (x->exited && x->status == 0) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddNumberToObject(r, "exitCode", 0);
+		cJSON_AddStringToObject(r, "output", x->tail);
+		finish(ts, t, TASK_COMPLETED, r, 0, NULL);
+	} else {
+		if (x->exited)
+			snprintf(msg, sizeof msg, "The job exited with status %d.", x->status);
+		else
+			snprintf(msg, sizeof msg, "The job was killed by signal %d (%s).", x->status,
+			         strsignal(x->status));
+		cJSON *e = task_envelope("job_failed", msg, 0,
+			"Read error.output (the end of the job's output) and forkpoint logs; fix the input and call the tool again.");
+		if (x->exited)
+			cJSON_AddNumberToObject(e, "exitCode", x->status);
+		else
+			cJSON_AddNumberToObject(e, "signal", x->status);
+		cJSON_AddStringToObject(e, "output", x->tail);
+		if (!try_retry(ts, t, cJSON_Duplicate(e, 1)))
+			finish(ts, t, TASK_FAILED, NULL, 0, e);
+		else
+			cJSON_Delete(e);
+	}
+}
+
 /* A finished task never runs again, so our copy of its large arguments and the folders its
  * job left empty (work/inputs, work/outputs, work) are removed at once: a directory costs a
  * block, and a trivial task would otherwise keep ~16 KiB on disk until it expires.  Only
@@ -1053,72 +1220,21 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 {
 	struct task *t = owner;
 	struct tasks *ts = t->owner;
-	char msg[512];
 	t->job = NULL;
 	ts->running--;
 	if (t->timeout_timer) {
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 		t->timeout_timer = NULL;
 	}
-	if (t->result_pending) {
+	if (t->result_held) {
+		/* The job sent its result; how it ended after that does not matter. */
+		complete_held(ts, t);
+	} else if (t->result_pending) {
 		/* The job delivered its result; only storing it is left (store_result). */
 		cJSON_Delete(t->pending_error);
 		t->pending_error = NULL;
 	} else if (!TASK_TERMINAL(t->status)) {
-		cJSON *pending = t->pending_error;
-		t->pending_error = NULL;
-		if (x->start_error && x->start_errno == E2BIG) {
-			/* The arguments, not the server: the same call would fail the same way. */
-			cJSON_Delete(pending);
-			snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
-			fail(ts, t, "invalid_arguments", msg, 0, E2BIG_HINT);
-		} else if (x->start_error) {
-			cJSON_Delete(pending);
-			snprintf(msg, sizeof msg, "The job could not be started: %s.", x->start_error);
-			fail(ts, t, "job_failed", msg, 1,
-			     "This is a problem with the server's setup, not the arguments; tell the operator, or retry later.");
-		} else if (x->violation) {
-			cJSON_Delete(pending);
-			snprintf(msg, sizeof msg, "The job was stopped: %s.", x->violation);
-			fail(ts, t, "job_failed", msg, 0,
-			     "The job broke the frame protocol (docs/job-protocol.md); fix the job, then call the tool again.");
-		} else if (pending) {
-			if (!try_retry(ts, t, cJSON_Duplicate(pending, 1)))
-				finish(ts, t, TASK_FAILED, NULL, 0, cJSON_Duplicate(pending, 1));
-			cJSON_Delete(pending);
-		} else if (x->sandbox_code) {
-			cJSON *e = task_envelope(x->sandbox_code, x->sandbox_message, 0, x->limit
-				? "The job needs more than its sandbox allows: call the tool again with less work, or raise the limit named in error.limit (sandbox section of the config)."
-				: "The job tried something its sandbox forbids (docs/sandbox.md); fix the job, or give the tool a profile that allows it.");
-			if (x->limit) {
-				cJSON_AddStringToObject(e, "limit", x->limit);
-				cJSON_AddNumberToObject(e, "limitValue", (double)x->limit_value);
-			}
-			cJSON_AddStringToObject(e, "output", x->tail);
-			finish(ts, t, TASK_FAILED, NULL, 0, e);
-		} else if (x->exited && x->status == 0) {
-			cJSON *r = cJSON_CreateObject();
-			cJSON_AddNumberToObject(r, "exitCode", 0);
-			cJSON_AddStringToObject(r, "output", x->tail);
-			finish(ts, t, TASK_COMPLETED, r, 0, NULL);
-		} else {
-			if (x->exited)
-				snprintf(msg, sizeof msg, "The job exited with status %d.", x->status);
-			else
-				snprintf(msg, sizeof msg, "The job was killed by signal %d (%s).", x->status,
-				         strsignal(x->status));
-			cJSON *e = task_envelope("job_failed", msg, 0,
-				"Read error.output (the end of the job's output) and forkpoint logs; fix the input and call the tool again.");
-			if (x->exited)
-				cJSON_AddNumberToObject(e, "exitCode", x->status);
-			else
-				cJSON_AddNumberToObject(e, "signal", x->status);
-			cJSON_AddStringToObject(e, "output", x->tail);
-			if (!try_retry(ts, t, cJSON_Duplicate(e, 1)))
-				finish(ts, t, TASK_FAILED, NULL, 0, e);
-			else
-				cJSON_Delete(e);
-		}
+		decide_exit(ts, t, x);
 	}
 	fplog(&ts->sv->log, FPLOG_DEBUG, t->id, "job exited (%s %d)", x->exited ? "status" : "signal", x->status);
 	job_free(j);
@@ -1296,6 +1412,12 @@ static void on_timeout(struct loop *l, void *arg)
 	char msg[160];
 	(void)l;
 	t->timeout_timer = NULL;
+	if (t->result_held) {
+		/* It has delivered its result and only lingers: end it, the task completes. */
+		if (t->job)
+			job_kill(t->job, NULL);
+		return;
+	}
 	snprintf(msg, sizeof msg, "The job ran longer than timeoutSeconds (%g s) and was stopped.",
 	         t->tool->timeout_seconds);
 	fail(ts, t, "timeout", msg, 1,
@@ -1526,6 +1648,12 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 {
 	if (TASK_TERMINAL(t->status))
 		return -EALREADY;
+	if (t->result_held) {
+		/* The result is in; the task completes as soon as the lingering job is gone. */
+		if (t->job)
+			job_kill(t->job, NULL);
+		return -EALREADY;
+	}
 	t->cancel_requested = 1;
 	free(t->cancel_reason);
 	t->cancel_reason = strdup(reason ? reason : "cancelled by the client");

@@ -75,6 +75,9 @@ struct task {
 	int progress_dirty;           /* progress not yet journaled */
 	uint64_t journal_gen;         /* persist: the latest record about this task (see persist_task_durable) */
 	cJSON *pending_error;         /* a retryable failure reported by the job, decided at exit */
+	int result_held;              /* the job's result is in; the task completes once its tree is dead */
+	cJSON *pending_result;        /* that result (NULL when it is in result_blob) */
+	int pending_result_mcp;
 	unsigned char *held; size_t held_len;   /* frames for the job, sent after the commit */
 	struct task *held_next;       /* on the tasks' held list */
 	int on_held;

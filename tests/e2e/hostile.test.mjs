@@ -6,7 +6,7 @@ import {
 	reportTool, startServer, startTask, TERMINAL, until, waitTask,
 } from './lib.mjs';
 
-const VIOLATION = /protocol|frame|msgpack|malformed|invalid|too large|size|oversize|limit|nest|deep|depth|flood|rate|quota/i;
+const VIOLATION = /protocol|question|frame|msgpack|malformed|invalid|too large|size|oversize|limit|nest|deep|depth|flood|rate|quota/i;
 
 describe('hostile jobs', () => {
 	let srv;
@@ -24,7 +24,7 @@ describe('hostile jobs', () => {
 		return Date.now() - t0;
 	}
 
-	for (const mode of ['garbage', 'oversize', 'array32', 'array32map', 'deep', 'flood', 'bigout']) {
+	for (const mode of ['garbage', 'oversize', 'array32', 'array32map', 'deep', 'flood', 'asks', 'bigout']) {
 		it(`${mode}: the task ends cleanly, a sibling completes, ping works`, async () => {
 			const mark = marker(mode);
 			const bad = await startTask(srv.client, 'bad', { mode, mark });

@@ -1,7 +1,8 @@
 /* tests/unit/test_session.c — supervisor/session.c on pipes: input split into lines (CR LF,
  * empty lines, an oversized line reported once and skipped), end of input with and without
- * anything read first, output held back until released, and lines sent "now" overtaking held
- * ones.
+ * anything read first, output held back until released, lines sent "now" overtaking held
+ * ones, and backpressure: a peer that does not read its answers stops the session from handing
+ * out requests until the queue drains.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "session.h"
 #include "loop.h"
@@ -131,11 +132,92 @@ static void test_send_now(struct tally *t)
 	close(out[0]);
 }
 
+/* Every request line is answered with a 1 MiB line, released at once. */
+struct echo {
+	struct session *s;
+	int lines, stopped, resumed;
+};
+
+static void on_big_line(void *arg, const char *line, size_t len)
+{
+	struct echo *e = arg;
+	size_t n = 1u << 20;
+	char *out = malloc(n + 1);
+	(void)line;
+	(void)len;
+	if (!out)
+		check_die("malloc");
+	memset(out, 'a', n);
+	out[n] = 0;
+	e->lines++;
+	session_send(e->s, out);
+	session_release(e->s);
+}
+
+static void on_big_eof(void *arg)
+{
+	(void)arg;
+}
+
+static void on_flow(void *arg, int stopped)
+{
+	struct echo *e = arg;
+	if (stopped)
+		e->stopped++;
+	else
+		e->resumed++;
+}
+
+static void test_backpressure(struct tally *t)
+{
+	struct echo e = { NULL, 0, 0, 0 };
+	int in[2], out[2];
+	char buf[65536];
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		check_die("pipe2");
+	struct loop *l = loop_new();
+	e.s = l ? session_new(l, in[0], out[1], 64, on_big_line, on_big_eof, &e) : NULL;
+	if (!e.s)
+		check_die("session_new");
+	session_set_flow_cb(e.s, on_flow, &e);
+	/* 100 requests in one write: a session that handed them all out would queue 100 MiB. */
+	char req[300];
+	memset(req, '\n', sizeof req);
+	for (int i = 0; i < 100; i++)
+		req[i * 3] = 'x', req[i * 3 + 1] = 'y';
+	if (write(in[1], req, sizeof req) != (ssize_t)sizeof req)
+		check_die("write");
+	for (int i = 0; i < 10; i++)
+		loop_run_once(l, 10);
+	CHECKF(t, e.lines > 0 && e.lines < 100, "lines handed out while nobody reads: %d", e.lines);
+	CHECKF(t, e.stopped == 1 && e.resumed == 0, "the owner heard of the stop once: %d, %d", e.stopped, e.resumed);
+	CHECKF(t, session_congested(e.s), "congested until drained (%zu bytes wait)", session_out_pending(e.s));
+	CHECKF(t, session_out_pending(e.s) >= OUT_HIGH - (1u << 20), "stopped early, at %zu bytes", session_out_pending(e.s));
+	CHECKF(t, session_out_pending(e.s) <= OUT_HIGH + (1u << 20) + 1, "queue bounded: %zu", session_out_pending(e.s));
+	/* Reading the answers lets the rest through, every one of them. */
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	size_t got = 0, want = 100u * ((1u << 20) + 1);
+	for (int i = 0; i < 100000 && got < want; i++) {
+		ssize_t n = read(out[0], buf, sizeof buf);
+		if (n > 0)
+			got += (size_t)n;
+		loop_run_once(l, 0);
+	}
+	CHECKF(t, e.lines == 100 && got == want, "after draining: %d lines, %zu of %zu bytes", e.lines, got, want);
+	CHECKF(t, e.resumed >= 1 && e.resumed == e.stopped, "stops %d, resumes %d", e.stopped, e.resumed);
+	CHECKF(t, !session_congested(e.s), "not congested after draining");
+	session_free(e.s);
+	loop_free(l);
+	close(in[1]);
+	close(out[0]);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	test_input(&t);
 	test_output(&t);
 	test_send_now(&t);
+	test_backpressure(&t);
 	return check_done(&t);
 }
