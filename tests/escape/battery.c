@@ -41,6 +41,12 @@ enum {
 	A_HOSTFILES = 8,    /* none of the ';'-separated paths in arg may exist on the host */
 	A_HOSTTMP = 16,     /* no file named after the marker may appear in the host's /tmp */
 	A_SUID = 32,        /* needs the setuid probe */
+	A_MEM = 64,         /* the supervisor's VmHWM and VmRSS grow by less than a bound */
+	A_BLOBS = 128,      /* at most two 512 KiB checkpoint blobs are left in the state dir */
+	A_STDERR = 256,     /* the supervisor's stderr grows by less than 16 KiB */
+	A_CLEAN = 512,      /* the task as the client sees it has no job _meta and no file:// */
+	A_QUICK = 1024,     /* ends within 5 s of its start, and ping then answers within 1 s */
+	A_ARTS = 2048,      /* its one artifact is unchanged and its sha256 matches the bytes */
 };
 
 struct attempt {
@@ -113,6 +119,37 @@ static const struct attempt attempts[] = {
 	  "contained,limit:memoryMB,violation", NULL, 0, 0 },
 	{ "sigsys_self", "sigsys_self", "", "{}", 10, "failed:job_failed", NULL, 0, 0 },
 	{ "sigsys_self_strict", "sigsys_self", "", "{\"profile\":\"strict\"}", 10, "failed:job_failed", NULL, 0, 0 },
+	/* Frames that are cheap to send and were costly to take: each under both profiles. */
+	{ "result_nils", "frame_cost", "nils", "{}", 10, "protocol", NULL, A_MEM | A_QUICK, 0 },
+	{ "result_nils_strict", "frame_cost", "nils", "{\"profile\":\"strict\"}", 10, "protocol", NULL,
+	  A_MEM | A_QUICK, 0 },
+	{ "result_near_limit", "frame_cost", "nulls", "{}", 10, "completed", NULL, A_MEM | A_QUICK, 0 },
+	{ "result_near_limit_strict", "frame_cost", "nulls", "{\"profile\":\"strict\"}", 10, "completed",
+	  NULL, A_MEM | A_QUICK, 0 },
+	{ "checkpoint_flood", "frame_cost", "ckpt", "{}", 20, "completed,limit:maxCheckpointMB", NULL, A_BLOBS, 0 },
+	{ "checkpoint_flood_strict", "frame_cost", "ckpt", "{\"profile\":\"strict\"}", 20,
+	  "completed,limit:maxCheckpointMB", NULL, A_BLOBS, 0 },
+	{ "question_flood", "frame_cost", "asks", "{}", 10, "protocol", NULL, A_QUICK, 0 },
+	{ "question_flood_strict", "frame_cost", "asks", "{\"profile\":\"strict\"}", 10, "protocol", NULL,
+	  A_QUICK, 0 },
+	{ "log_flood", "frame_cost", "logs", "{}", 20, "completed", NULL, A_STDERR, 0 },
+	{ "log_flood_strict", "frame_cost", "logs", "{\"profile\":\"strict\"}", 20, "completed", NULL,
+	  A_STDERR, 0 },
+	{ "hello_flood", "frame_cost", "hellos", "{}", 10, "completed,contained,protocol", NULL, A_QUICK, 0 },
+	{ "hello_flood_strict", "frame_cost", "hellos", "{\"profile\":\"strict\"}", 10,
+	  "completed,contained,protocol", NULL, A_QUICK, 0 },
+	{ "mcp_unknown_block", "frame_cost", "mcp-type", "{}", 10, "protocol", NULL, A_CLEAN, 0 },
+	{ "mcp_unknown_block_strict", "frame_cost", "mcp-type", "{\"profile\":\"strict\"}", 10, "protocol",
+	  NULL, A_CLEAN, 0 },
+	{ "mcp_file_link", "frame_cost", "mcp-file", "{}", 10, "protocol", NULL, A_CLEAN, 0 },
+	{ "mcp_file_link_strict", "frame_cost", "mcp-file", "{\"profile\":\"strict\"}", 10, "protocol",
+	  NULL, A_CLEAN, 0 },
+	{ "mcp_forged_meta", "frame_cost", "mcp-meta", "{}", 10, "completed", NULL, A_CLEAN, 0 },
+	{ "mcp_forged_meta_strict", "frame_cost", "mcp-meta", "{\"profile\":\"strict\"}", 10, "completed",
+	  NULL, A_CLEAN, 0 },
+	{ "artifact_swap", "frame_cost", "artswap", "{}", 10, "completed", NULL, A_ARTS, 0 },
+	{ "artifact_swap_strict", "frame_cost", "artswap", "{\"profile\":\"strict\"}", 10, "completed",
+	  NULL, A_ARTS, 0 },
 	{ "strict_fork", "fork_once", "", "{\"profile\":\"strict\"}", 10, "violation", "seccomp", 0, 0 },
 	{ "strict_computes", "compute", "", "{\"profile\":\"strict\"}", 30, "completed", NULL, 0, 0 },
 	{ "require_all", "compute", "",
@@ -427,6 +464,227 @@ static int sv_alive(struct ctx *c, char *err, size_t errlen)
 	return 1;
 }
 
+
+/* ---- what a cheap frame cost ---------------------------------------------------------------- */
+
+/* The message a failed attempt's error must carry, where a loose "protocol" would also take
+ * a kill for some other reason. */
+static const char *want_message(const char *name)
+{
+	static const char *const m[][2] = {
+		{ "result_nils", "more than 1048576 values" },
+		{ "question_flood", "question is still open" },
+		{ "mcp_unknown_block", "invalid mcp result" },
+		{ "mcp_file_link", "invalid mcp result" },
+	};
+	for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+		if (!strncmp(name, m[i][0], strlen(m[i][0])))
+			return m[i][1];
+	return NULL;
+}
+
+struct cost {
+	long hwm_kb, rss_kb;   /* the supervisor's, before */
+	long log_bytes;        /* server.log, before */
+	int64_t t0;
+	char note[200];        /* the figures measured, for the ok line */
+};
+
+/* A kB field of /proc/PID/status, or -1. */
+static long vm_kb(pid_t pid, const char *key)
+{
+	char p[64], line[256];
+	long v = -1;
+	size_t kl = strlen(key);
+	snprintf(p, sizeof p, "/proc/%ld/status", (long)pid);
+	FILE *f = fopen(p, "re");
+	while (f && fgets(line, sizeof line, f))
+		if (!strncmp(line, key, kl) && line[kl] == ':')
+			v = atol(line + kl + 1);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static long file_size(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static void cost_before(struct ctx *c, struct cost *k)
+{
+	char logp[PATH_MAX + 16];
+	snprintf(logp, sizeof logp, "%s/server.log", c->dir);
+	k->hwm_kb = vm_kb(c->sv, "VmHWM");
+	k->rss_kb = vm_kb(c->sv, "VmRSS");
+	k->log_bytes = file_size(logp);
+	k->t0 = now_ms();
+	k->note[0] = 0;
+}
+
+static void cost_note(struct cost *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void cost_note(struct cost *k, const char *fmt, ...)
+{
+	size_t n = strlen(k->note);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(k->note + n, sizeof k->note - n, fmt, ap);
+	va_end(ap);
+}
+
+/* Blobs of exactly size bytes under STATE/blobs/xx/. */
+static int count_blobs(const char *state, long size)
+{
+	char top[PATH_MAX + 8], sub[2 * PATH_MAX];
+	int n = 0;
+	snprintf(top, sizeof top, "%s/blobs", state);
+	DIR *d = opendir(top);
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(sub, sizeof sub, "%s/%s", top, e->d_name);
+		DIR *d2 = opendir(sub);
+		struct dirent *f;
+		while (d2 && (f = readdir(d2))) {
+			char p[3 * PATH_MAX];
+			snprintf(p, sizeof p, "%s/%s", sub, f->d_name);
+			if (strlen(f->d_name) == 64 && file_size(p) == size)
+				n++;
+		}
+		if (d2)
+			closedir(d2);
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* The artifact must be the bytes the job wrote first, with their sha256 recorded. */
+static int check_artifact(struct ctx *c, const char *id, const cJSON *t, char *why, size_t whylen)
+{
+	const cJSON *arts = cJSON_GetObjectItemCaseSensitive(t, "artifacts");
+	const cJSON *a0 = cJSON_GetArrayItem(arts, 0);
+	const char *sha = str_at(a0, "sha256", NULL);
+	char path[PATH_MAX + 128], cmd[PATH_MAX + 160], got[128] = "", bytes[64] = "";
+	if (cJSON_GetArraySize(arts) != 1 || !sha) {
+		char *j = cJSON_PrintUnformatted(arts);
+		snprintf(why, whylen, "expected one hashed artifact, got %.300s", j ? j : "none");
+		free(j);
+		return -1;
+	}
+	snprintf(path, sizeof path, "%s/tasks/%s/work/outputs/a.txt", c->state, id);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, bytes, sizeof bytes - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	bytes[n > 0 ? n : 0] = 0;
+	snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+	FILE *p = popen(cmd, "r");
+	if (!p || !fgets(got, sizeof got, p))
+		got[0] = 0;
+	if (p)
+		pclose(p);
+	if (strncmp(got, sha, 64) != 0 || strcmp(bytes, "original\n") != 0) {
+		snprintf(why, whylen, "artifact recorded as %s, file %.64s holds \"%.20s\"", sha, got, bytes);
+		return -1;
+	}
+	return 0;
+}
+
+/* A result kept in the blob store reads back whole (resources/read), as many bytes as
+ * resultBytes says.  0, or -1 with the reason in why. */
+static int read_result(struct ctx *c, const cJSON *t, char *why, size_t whylen)
+{
+	const cJSON *nb = cJSON_GetObjectItemCaseSensitive(t, "resultBytes");
+	cJSON *p = cJSON_CreateObject();
+	cJSON_AddStringToObject(p, "uri", str_at(t, "resultUri", NULL));
+	cJSON *r = sv_call(c, "resources/read", p, 10000, why, whylen);
+	const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "contents"), 0);
+	const char *text = str_at(c0, "text", NULL);
+	int ok = text && cJSON_IsNumber(nb) && (double)strlen(text) == nb->valuedouble;
+	if (r && !ok)
+		snprintf(why, whylen, "the stored result reads back as %zu bytes, resultBytes %.0f",
+		         text ? strlen(text) : 0, cJSON_IsNumber(nb) ? nb->valuedouble : -1);
+	cJSON_Delete(r);
+	return ok ? 0 : -1;
+}
+
+/* The checks of what the attempt cost, by its flags.  0, or -1 with the reason in why. */
+static int cost_after(struct ctx *c, const struct attempt *a, const char *id, const cJSON *t,
+                      struct cost *k, char *why, size_t whylen)
+{
+	int64_t took = now_ms() - k->t0;
+	const char *msg = want_message(a->name), *em = str_at(t, "error", "message");
+	if (msg && (!em || !strstr(em, msg))) {
+		snprintf(why, whylen, "error message \"%s\" does not say \"%s\"", em ? em : "", msg);
+		return -1;
+	}
+	if ((a->flags & A_MEM) && str_at(t, "resultUri", NULL) && read_result(c, t, why, whylen) < 0)
+		return -1;
+	if (a->flags & A_MEM) {
+		long cap = getenv("FP_ESCAPE_SANITIZED") ? 256 << 10 : 64 << 10;
+		long hwm = vm_kb(c->sv, "VmHWM") - k->hwm_kb, rss = vm_kb(c->sv, "VmRSS") - k->rss_kb;
+		if (k->hwm_kb < 0 || hwm >= cap || rss >= cap / 2) {
+			snprintf(why, whylen, "supervisor peak RSS grew by %ld kB, RSS by %ld kB (caps %ld, %ld)",
+			         hwm, rss, cap, cap / 2);
+			return -1;
+		}
+		cost_note(k, ", supervisor peak RSS +%ld kB, RSS %+ld kB", hwm, rss);
+	}
+	if (a->flags & A_QUICK)
+		cost_note(k, ", ended in %lld ms", (long long)took);
+	if ((a->flags & A_QUICK) && took > 5000) {
+		snprintf(why, whylen, "the task took %lld ms to end", (long long)took);
+		return -1;
+	}
+	if (a->flags & A_QUICK) {
+		int64_t p0 = now_ms();
+		cJSON *r = sv_call(c, "ping", NULL, 1000, why, whylen);
+		cJSON_Delete(r);
+		if (!r)
+			return -1;
+		if (now_ms() - p0 >= 1000) {
+			snprintf(why, whylen, "ping took %lld ms", (long long)(now_ms() - p0));
+			return -1;
+		}
+		cost_note(k, ", ping %lld ms", (long long)(now_ms() - p0));
+	}
+	if ((a->flags & A_BLOBS) && count_blobs(c->state, 512 << 10) > 2) {
+		snprintf(why, whylen, "%d checkpoint blobs of 512 KiB left in the state dir",
+		         count_blobs(c->state, 512 << 10));
+		return -1;
+	}
+	if (a->flags & A_BLOBS)
+		cost_note(k, ", %d checkpoint blobs left", count_blobs(c->state, 512 << 10));
+	if (a->flags & A_STDERR) {
+		char logp[PATH_MAX + 16];
+		snprintf(logp, sizeof logp, "%s/server.log", c->dir);
+		long grew = file_size(logp) - k->log_bytes;
+		if (grew >= 16 << 10) {
+			snprintf(why, whylen, "the supervisor's stderr grew by %ld bytes", grew);
+			return -1;
+		}
+		cost_note(k, ", supervisor stderr +%ld bytes", grew);
+	}
+	if (a->flags & A_CLEAN) {
+		char *j = cJSON_PrintUnformatted(t);
+		const cJSON *res = cJSON_GetObjectItemCaseSensitive(t, "result");
+		char *rj = res ? cJSON_PrintUnformatted(res) : NULL;
+		int bad = !j || strstr(j, "FORGED") || strstr(j, "file://") || (rj && strstr(rj, "_meta"));
+		if (bad)
+			snprintf(why, whylen, "the client sees what the job forged: %.600s", j ? j : "?");
+		free(j);
+		free(rj);
+		if (bad)
+			return -1;
+	}
+	if ((a->flags & A_ARTS) && check_artifact(c, id, t, why, whylen) < 0)
+		return -1;
+	return 0;
+}
+
 /* ---- one test ------------------------------------------------------------------------------ */
 
 /* The outcome of a finished task in the words of the expect lists. */
@@ -556,6 +814,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 	char why[1536] = "", got[64] = "";
 	cJSON *t = NULL, *s = NULL;
 	char *arg = NULL;
+	struct cost cost = { 0 };
 	int ok = 0, max_seen = 0;
 	const char *skip = NULL;
 
@@ -588,6 +847,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 		"SUID", c->suid ? c->suid : "", "MARK", mark, NULL,
 	};
 	arg = expand(a->arg, kv);
+	cost_before(c, &cost);
 	if (!arg || start_task(c, a->name, arg, mark, id, err, sizeof err) < 0) {
 		snprintf(why, sizeof why, "could not start: %s", err);
 		goto done;
@@ -642,7 +902,10 @@ static void run_one(struct ctx *c, const struct attempt *a)
 		         out[0] ? "; output: " : "", tailbuf);
 		goto done;
 	}
-	if (!sb && strcmp(got, "unmet") != 0) {
+	if (cost_after(c, a, id, t, &cost, why, sizeof why) < 0)
+		goto done;
+	/* A result kept in the blob store is answered as a link, which names no sandbox. */
+	if (!sb && strcmp(got, "unmet") != 0 && !str_at(t, "resultUri", NULL)) {
 		snprintf(why, sizeof why, "the task does not show its effective sandbox");
 		goto done;
 	}
@@ -723,6 +986,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 		         beat0, beat1);
 	if (a->flags & A_COUNT)
 		snprintf(why + strlen(why), sizeof why - strlen(why), ", at most %d processes", max_seen);
+	snprintf(why + strlen(why), sizeof why - strlen(why), "%s", cost.note);
 done:
 	report(c, a->name, ok, skip, "%s", why);
 	cJSON_Delete(t);
