@@ -155,7 +155,7 @@ static void art_swap(int fd)
 	const char *work = getenv("FORKPOINT_WORKDIR");
 	char path[4200];
 	struct stat st;
-	struct timespec ts = { 0, 2 * 1000 * 1000 };
+	struct timespec ts = { 0, 100 * 1000 };
 	snprintf(path, sizeof path, "%s/outputs/a.txt", work ? work : ".");
 	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (f < 0 || write(f, "original\n", 9) != 9)
@@ -163,7 +163,7 @@ static void art_swap(int fd)
 	close(f);
 	json_frame(fd, "{\"type\":\"result\",\"value\":{\"wrote\":\"a.txt\"}}");
 	/* The supervisor hashes once the job tree is dead; while it lives, try to get there. */
-	for (int i = 0; i < 5000; i++) {
+	for (int i = 0; i < 100000; i++) {
 		if (stat(path, &st) == 0 && !(st.st_mode & 0200)) {
 			chmod(path, 0644);
 			f = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
