@@ -138,6 +138,9 @@ static const struct attempt attempts[] = {
 	{ "hello_flood", "frame_cost", "hellos", "{}", 10, "completed,contained,protocol", NULL, A_QUICK, 0 },
 	{ "hello_flood_strict", "frame_cost", "hellos", "{\"profile\":\"strict\"}", 10,
 	  "completed,contained,protocol", NULL, A_QUICK, 0 },
+	{ "hello_flood_big", "frame_cost", "hellos-big", "{}", 10, "completed,contained,protocol", NULL, A_QUICK, 0 },
+	{ "hello_flood_big_strict", "frame_cost", "hellos-big", "{\"profile\":\"strict\"}", 10,
+	  "completed,contained,protocol", NULL, A_QUICK, 0 },
 	{ "mcp_unknown_block", "frame_cost", "mcp-type", "{}", 10, "protocol", NULL, A_CLEAN, 0 },
 	{ "mcp_unknown_block_strict", "frame_cost", "mcp-type", "{\"profile\":\"strict\"}", 10, "protocol",
 	  NULL, A_CLEAN, 0 },
@@ -633,6 +636,10 @@ static int cost_after(struct ctx *c, const struct attempt *a, const char *id, co
 		}
 		cost_note(k, ", supervisor peak RSS +%ld kB, RSS %+ld kB", hwm, rss);
 	}
+	const cJSON *starts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "result"),
+	                                                       "starts");
+	if (cJSON_IsNumber(starts))
+		cost_note(k, ", %.0f start frames in 1 s", starts->valuedouble);
 	if (a->flags & A_QUICK)
 		cost_note(k, ", ended in %lld ms", (long long)took);
 	if ((a->flags & A_QUICK) && took > 5000) {

@@ -5,6 +5,8 @@
  *   asks      two questions without waiting for the first answer
  *   logs      1500 error-level log frames of 1000 bytes (under the flood rate), then a result
  *   hellos    200 hellos at once; more than 60 start frames within 1 s is an escape
+ *   hellos-big the same after a 1 MiB checkpoint (so each start frame carries 1 MiB); more
+ *             than 25 start frames within 1 s is an escape
  *   mcp-type  an mcp result with an unknown content block type
  *   mcp-file  an mcp result with a file:// resource_link
  *   mcp-meta  an mcp result whose _meta (and a block's) forge a related task and a handle
@@ -131,7 +133,37 @@ static long count_starts(int fd, long ms)
 	}
 }
 
-static void hello_flood(int fd)
+/* Save a checkpoint of n zero bytes and wait for its acknowledgement. */
+static void checkpoint_raw(int fd, size_t n)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	char *data = calloc(1, n);
+	if (!data)
+		escaped("nothing to try: out of memory");
+	frame_begin(&sb, &pk);
+	msgpack_pack_map(&pk, 3);
+	frame_pack_kv_str(&pk, "type", "checkpoint");
+	frame_pack_kv_int(&pk, "seq", 1);
+	frame_pack_kv_bin(&pk, "data", data, n);
+	if (frame_finish(&sb) < 0)
+		escaped("nothing to try: cannot pack a checkpoint");
+	put(fd, sb.data, sb.size);
+	msgpack_sbuffer_destroy(&sb);
+	free(data);
+	for (;;) {
+		struct frame f;
+		char ty[16];
+		if (frame_read(fd, FRAME_MAX_DEFAULT, &f) < 0)
+			contained("the supervisor closed the socket before the checkpoint was acknowledged");
+		int done = !strcmp(frame_type(&f, ty, sizeof ty) ? ty : "", "checkpointed");
+		frame_release(&f);
+		if (done)
+			return;
+	}
+}
+
+static void hello_flood(int fd, long max)
 {
 	static const unsigned char hello[] = { 0, 0, 0, 12, 0x81, 0xa4, 't', 'y', 'p', 'e',
 	                                       0xa5, 'h', 'e', 'l', 'l', 'o' };
@@ -140,8 +172,8 @@ static void hello_flood(int fd)
 		memcpy(batch + i * sizeof hello, hello, sizeof hello);
 	put(fd, batch, sizeof batch);
 	long starts = count_starts(fd, 1000);
-	if (starts > 60)
-		escaped("200 hellos got %ld start frames within 1 s", starts);
+	if (starts > max)
+		escaped("200 hellos got %ld start frames within 1 s (at most %ld)", starts, max);
 	char res[96];
 	snprintf(res, sizeof res, "{\"type\":\"result\",\"value\":{\"starts\":%ld}}", starts);
 	json_frame(fd, res);
@@ -197,7 +229,10 @@ int main(int argc, char **argv)
 		json_frame(fd, "{\"type\":\"ask\",\"id\":\"q1\",\"prompt\":\"first?\"}");
 		json_frame(fd, "{\"type\":\"ask\",\"id\":\"q2\",\"prompt\":\"second?\"}");
 	} else if (!strcmp(mode, "hellos")) {
-		hello_flood(fd);
+		hello_flood(fd, 60);
+	} else if (!strcmp(mode, "hellos-big")) {
+		checkpoint_raw(fd, 1 << 20);
+		hello_flood(fd, 25);
 	} else if (!strcmp(mode, "mcp-type")) {
 		json_frame(fd, "{\"type\":\"result\",\"mcp\":{\"content\":[{\"type\":\"script\",\"text\":\"x\"}]}}");
 		exit(0);
