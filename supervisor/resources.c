@@ -792,6 +792,11 @@ cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
 	cJSON_AddStringToObject(o, "resultUri", uri);
 	cJSON_AddNumberToObject(o, "resultBytes", (double)bytes);
 	cJSON_AddStringToObject(o, "summary", what);
+	/* The summary stands in for the whole view, so it keeps what every view shows. */
+	if (t->artifacts)
+		cJSON_AddItemToObject(o, "artifacts", cJSON_Duplicate(t->artifacts, 1));
+	if (t->sandbox)
+		cJSON_AddItemToObject(o, "sandbox", cJSON_Duplicate(t->sandbox, 1));
 	if (bytes > RES_READ_MAX)
 		snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here or to read as a "
 		         "resource. Download it with file_transfer_open {direction: \"download\", path: \"%s\"} "

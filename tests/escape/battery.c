@@ -911,8 +911,7 @@ static void run_one(struct ctx *c, const struct attempt *a)
 	}
 	if (cost_after(c, a, id, t, &cost, why, sizeof why) < 0)
 		goto done;
-	/* A result kept in the blob store is answered as a link, which names no sandbox. */
-	if (!sb && strcmp(got, "unmet") != 0 && !str_at(t, "resultUri", NULL)) {
+	if (!sb && strcmp(got, "unmet") != 0) {
 		snprintf(why, sizeof why, "the task does not show its effective sandbox");
 		goto done;
 	}
