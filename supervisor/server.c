@@ -1017,10 +1017,15 @@ static void n_cancelled(struct msess *ms, const cJSON *params)
 		if (p->ms != ms || !rpc_same_id(p->id, rid))
 			continue;
 		struct task *t = p->t;
+		enum pend_kind kind = p->kind;
 		/* No response goes out for a cancelled request. */
 		pending_unlink(srv, p);
-		tasks_cancel(srv->sv->tasks, t, cJSON_IsString(reason) ? reason->valuestring
-		                                                       : "the client cancelled the request");
+		/* Only a sync call's own request owns its task.  tasks/result merely reads one, and
+		 * clients cancel it whenever their wait times out (the TS SDK after 60 s): ending
+		 * the wait must not end the task, which only tasks/cancel does. */
+		if (kind == PEND_CALL)
+			tasks_cancel(srv->sv->tasks, t, cJSON_IsString(reason) ? reason->valuestring
+			                                                       : "the client cancelled the request");
 		return;
 	}
 	/* Unknown or already answered ids are ignored, as the spec asks. */

@@ -114,6 +114,25 @@ describe('native tasks (2025-11-25)', () => {
 		assert.equal(seen._meta['io.modelcontextprotocol/related-task'].taskId, created.task.taskId);
 	});
 
+	it('a tasks/result that times out (and is cancelled by the client) leaves the task running', async () => {
+		const c = open[0];
+		const stream = c.client.experimental.tasks.callToolStream(
+			{ name: 'report', arguments: { topic: 'slow-wait', sections: 3, delayMs: 300 } }, CallToolResultSchema, { task: {} });
+		const first = await stream.next();
+		assert.equal(first.value.type, 'taskCreated');
+		const id = first.value.task.taskId;
+		stream.return?.();
+		// The SDK sends notifications/cancelled for the tasks/result request when its timeout fires.
+		await assert.rejects(c.client.experimental.tasks.getTaskResult(id, CallToolResultSchema, { timeout: 150 }),
+			/timed out|timeout/i);
+		const mid = await c.client.experimental.tasks.getTask(id);
+		assert.equal(mid.status, 'working', JSON.stringify(mid));
+		const r = await c.client.experimental.tasks.getTaskResult(id, CallToolResultSchema);
+		assert.equal(r.structuredContent.topic, 'slow-wait');
+		const t = await c.client.experimental.tasks.getTask(id);
+		assert.equal(t.status, 'completed');
+	});
+
 	it('survives a restart between task creation and tasks/result', async () => {
 		await open.shift().client.close();
 		let c = await connect(cfgPath, stateDir);
