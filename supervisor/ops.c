@@ -181,6 +181,19 @@ int ops_ls(int argc, char **argv)
 	int rc = parse_common(argc, argv, &state, NULL, NULL, NULL, usage);
 	if (rc)
 		return rc == 1 ? 0 : rc;
+	/* A state dir that does not exist yet is the normal state before the first task, not
+	 * an error: say so and succeed. */
+	char *def = state ? NULL : ops_default_state_dir();
+	const char *dir = state ? state : def;
+	struct stat st;
+	if (dir && lstat(dir, &st) < 0 && errno == ENOENT) {
+		char *d = shown(dir, raw);
+		printf("no tasks yet (state dir %s does not exist)\n", d ? d : "?");
+		free(d);
+		free(def);
+		return 0;
+	}
+	free(def);
 	struct view v;
 	if (view_open(&v, state, NULL, NULL) < 0)
 		return 1;
@@ -371,7 +384,12 @@ int ops_show(int argc, char **argv)
 	struct task *t = lookup(&v, id);
 	if (!t) {
 		int64_t until = tasks_tombstone_find(v.sv.tasks, id);
-		fprintf(stderr, "forkpoint: %s task '%s'\n", until ? "expired" : "no (or no unique)", id);
+		if (until)
+			fprintf(stderr, "forkpoint: expired task '%s'\n", id);
+		else if (strlen(id) < 4)
+			fprintf(stderr, "forkpoint: no task '%s' (a prefix needs at least 4 characters)\n", id);
+		else
+			fprintf(stderr, "forkpoint: no (or no unique) task '%s'\n", id);
 		view_close(&v);
 		free(tl.lines);
 		return 1;

@@ -62,7 +62,18 @@ describe('command line', () => {
 		assert.equal(logs.status, 0);
 		assert.match(logs.stdout, /section 2\/2 written/);
 		assert.equal(run(['show', 'ffff', ...st]).status, 1);
+		const short = run(['show', '0', ...st]);
+		assert.equal(short.status, 1);
+		assert.match(short.stderr, /at least 4 characters/);
 		assert.equal(run(['show', ...st]).status, 2);
+	});
+
+	it('ls before the first task: "no tasks yet", exit 0', () => {
+		const missing = path.join(path.dirname(stateDir), 'never-used-state');
+		const ls = run(['ls', '--state', missing]);
+		assert.equal(ls.status, 0, ls.stderr);
+		assert.match(ls.stdout, /no tasks yet/);
+		assert.equal(fs.existsSync(missing), false, 'ls must not create the state dir');
 	});
 
 	it('one server per state dir: a second one refuses with the owner', async () => {
