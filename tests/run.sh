@@ -116,6 +116,16 @@ case "$BUILD" in
 		make --no-print-directory fuzz-run FUZZ_SECONDS="${FUZZ_SECONDS:-12}" >"$out" 2>&1
 		rc=$?
 		grep -E '^fuzz ' "$out" || cat "$out"
+		if [ "$rc" -ne 0 ]; then
+			# The failing target's own words, short enough to survive a log tail: what it
+			# reported, the top of the stack and where the input was saved.
+			for log in build/fuzz/*.log; do
+				grep -qE '^Done [0-9]+ runs' "$log" && continue
+				echo "---- $log"
+				grep -E 'ERROR|SUMMARY|ALARM|Timeout|timeout|deadly|fuzz_[a-z]+:|Test unit written|out-of-memory|leak| #[0-4] 0x' \
+					"$log" | cut -c1-300 | head -n 24
+			done
+		fi
 		if [ "$rc" -eq 0 ]; then add fuzz 5 0; else add fuzz 0 1; fi
 		rm -f "$out"
 	else
