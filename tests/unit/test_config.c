@@ -2,8 +2,8 @@
  * and default checked, each class of error with its exact one-line message, and path
  * resolution against the config file's folder.  Works in a mkdtemp() folder and sets PATH itself,
  * so results do not depend on the machine.  Prints "N passed, M failed" last. */
-#include "config.h"
-#include "frame.h"
+#include "supervisor/core/config.h"
+#include "proto/frame.h"
 #include "check.h"
 
 #include <errno.h>
