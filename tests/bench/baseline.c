@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -385,5 +386,121 @@ int base_b64_encode_sha256(const void *data, size_t len, size_t chunk, double *r
 		b64_encode((const unsigned char *)data + off, len - off < chunk ? len - off : chunk, enc);
 	*rate = (double)len / (base_now() - t0);
 	free(enc);
+	return 0;
+}
+
+int base_spawn_stamp(char *const argv[], double *secs)
+{
+	posix_spawn_file_actions_t fa;
+	int p[2], st = 0;
+	pid_t pid;
+	char buf[64];
+	size_t got = 0;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	double t0 = base_now();
+	int rc = -posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (rc < 0) {
+		close(p[0]);
+		return rc;
+	}
+	for (;;) {
+		ssize_t r = read(p[0], buf + got, sizeof buf - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (got += (size_t)r) == sizeof buf - 1)
+			break;
+	}
+	close(p[0]);
+	buf[got] = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -ECHILD;
+	char *end;
+	long long ns = strtoll(buf, &end, 10);
+	if (end == buf || ns <= 0)
+		return -EBADMSG;
+	*secs = (double)ns / 1e9 - t0;
+	return 0;
+}
+
+int base_run(char *const argv[], const char *errpath, double *secs, long *maxrss_kb, int *status)
+{
+	posix_spawn_file_actions_t fa;
+	struct rusage ru;
+	pid_t pid;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, errpath ? errpath : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC,
+	                                 0600);
+	double t0 = base_now();
+	int rc = -posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc < 0)
+		return rc;
+	while (wait4(pid, status, 0, &ru) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	*secs = base_now() - t0;
+	if (maxrss_kb)
+		*maxrss_kb = ru.ru_maxrss;
+	return 0;
+}
+
+/* Why symlinks: on a merged-/usr system /lib, /lib64, /bin and /sbin are links into /usr, and
+ * the root forkpoint builds shows them the same way; a real directory is bound instead. */
+int base_bwrap_cmd(const char *bwrap, char *const prog[], struct base_bwrap *out)
+{
+	static const char *const top[] = { "/lib", "/lib64", "/bin", "/sbin" };
+	static char *const head[] = { "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+	                              "--unshare-uts", "--die-with-parent", "--new-session", "--ro-bind", "/usr",
+	                              "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir",
+	                              "/tmp" };
+	size_t n = 0, nprog = 0;
+	while (prog[nprog])
+		nprog++;
+	memset(out, 0, sizeof *out);
+	if (nprog + 40 > sizeof out->argv / sizeof out->argv[0] || strlen(prog[0]) >= sizeof out->dir)
+		return -E2BIG;
+	out->argv[n++] = (char *)bwrap;
+	for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+		out->argv[n++] = head[i];
+	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
+		struct stat st;
+		if (lstat(top[i], &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t l = readlink(top[i], out->links[i], sizeof out->links[i] - 1);
+			if (l <= 0)
+				return l < 0 ? -errno : -EINVAL;
+			out->links[i][l] = 0;
+			out->argv[n++] = "--symlink";
+			out->argv[n++] = out->links[i];
+		} else {
+			out->argv[n++] = "--ro-bind";
+			out->argv[n++] = (char *)top[i];
+		}
+		out->argv[n++] = (char *)top[i];
+	}
+	strcpy(out->dir, prog[0]);
+	char *slash = strrchr(out->dir, '/');
+	if (!slash || slash == out->dir)
+		return -EINVAL;
+	*slash = 0;
+	out->argv[n++] = "--ro-bind";
+	out->argv[n++] = out->dir;
+	out->argv[n++] = out->dir;
+	out->argv[n++] = "--";
+	for (size_t i = 0; i < nprog; i++)
+		out->argv[n++] = prog[i];
+	out->argv[n] = NULL;
 	return 0;
 }

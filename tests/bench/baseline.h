@@ -50,4 +50,25 @@ int base_b64_decode_sha256(char *const *texts, const size_t *lens, size_t n, siz
  * `chunk` bytes.  *rate: bytes per second. */
 int base_b64_encode_sha256(const void *data, size_t len, size_t chunk, double *rate);
 
+/* Start argv with posix_spawn (stdout a pipe, stderr to /dev/null) and read the one line it
+ * prints: a CLOCK_MONOTONIC time in nanoseconds (tests/bench/jobs/stamp).  *secs: from just
+ * before posix_spawn to that time, i.e. to the program's first instruction of its own.  The
+ * program must exit 0 (-ECHILD otherwise). */
+int base_spawn_stamp(char *const argv[], double *secs);
+
+/* Run argv to its end with stdout to /dev/null and stderr to errpath (NULL: /dev/null).
+ * *secs: spawn to reaped; *maxrss_kb (may be NULL): its peak RSS; *status: its wait status. */
+int base_run(char *const argv[], const char *errpath, double *secs, long *maxrss_kb, int *status);
+
+/* A bubblewrap command line running prog with the namespaces of forkpoint's `default`
+ * profile (user, pid, mount, net, ipc, uts) and a root like it: /usr and the merged-/usr
+ * links read-only, the program's folder read-only, a fresh /proc, a minimal /dev, a tmpfs
+ * /tmp.  prog is copied by pointer; out->argv ends with NULL. */
+struct base_bwrap {
+	char dir[4096];
+	char links[4][256];
+	char *argv[64];
+};
+int base_bwrap_cmd(const char *bwrap, char *const prog[], struct base_bwrap *out);
+
 #endif
