@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -31,6 +32,20 @@ double base_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+double base_quantile(double *v, size_t n, double p)
+{
+	qsort(v, n, sizeof *v, cmp_double);
+	double rank = ceil(p * (double)n - 1e-9);
+	size_t k = rank < 1 ? 1 : rank > (double)n ? n : (size_t)rank;
+	return v[k - 1];
 }
 
 int base_append_rate(const char *dir, size_t rec_bytes, unsigned per_sync, double seconds,

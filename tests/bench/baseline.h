@@ -15,6 +15,10 @@
 /* Monotonic seconds. */
 double base_now(void);
 
+/* The p-quantile (0 < p <= 1) of n > 0 values by nearest rank: the smallest value with at
+ * least p·n values at or below it.  v is sorted in place. */
+double base_quantile(double *v, size_t n, double p);
+
 /* Append records of rec_bytes to a fresh file in dir, one write() each and one fdatasync per
  * per_sync records, for about `seconds`.  *rate: records made durable per second. */
 int base_append_rate(const char *dir, size_t rec_bytes, unsigned per_sync, double seconds,

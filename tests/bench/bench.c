@@ -1,13 +1,18 @@
-/* tests/bench/bench.c — `make bench`: forkpoint's costs as ratios against cost floors measured
- * in the same run on the same machine.  Absolute numbers from these noisy VMs travel badly; a
- * ratio to "one raw fdatasync" or "one plain posix_spawn" says how much forkpoint adds.
+/* tests/bench/bench.c — `make bench`: forkpoint's costs as ratios against floors of the same
+ * kind of work, measured in the same run on the same machine.  Absolute numbers from these
+ * noisy VMs travel badly; a ratio to "one raw fdatasync", "one pipe round trip of the same
+ * bytes" or "one bubblewrap launch" says how much forkpoint adds.
  *
  *   bench --build DIR --work DIR [--seconds S] [--rounds N] [--only NAME]... [--list]
+ *   bench --echo TEMPLATE        the echo floor (echo.h), started by the bench itself
  *
- * Each figure is one function in the table at the bottom; it prints one line per figure,
- *   name: value unit (baseline: value unit, ratio X)
- * measuring the figure and its baseline in alternating rounds.  A figure that cannot be
- * measured prints "name: FAILED (why)" and makes the exit status 1; the others still run.
+ * Each figure is one function in the table at the bottom; it prints one line per row,
+ *   name: median [min..max] unit (floor: median [min..max] unit, ratio median [min..max])
+ * measuring the figure and its floor in alternating rounds, and adds the row to the summary
+ * printed at the end (with the plan's goal, met or not, where there is one).  A row with no
+ * floor of the same kind says "absolute"; one that cannot be measured here (bubblewrap
+ * missing) says "skipped" and why.  A figure that cannot be measured prints "name: FAILED
+ * (why)" and makes the exit status 1; the others still run.  Speed never fails the run.
  * Everything is created under the work dir, which the caller removes. */
 #include <errno.h>
 #include <limits.h>
@@ -89,14 +94,6 @@ static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 	return (x > y) - (x < y);
-}
-
-/* The p-quantile (0..1) of n values, nearest rank; v is sorted in place. */
-static double quantile(double *v, size_t n, double p)
-{
-	qsort(v, n, sizeof *v, cmp_double);
-	size_t k = (size_t)(p * (double)n + 0.999999);
-	return v[k == 0 ? 0 : (k > n ? n - 1 : k - 1)];
 }
 
 static double median(const double *v, int n)
@@ -814,12 +811,12 @@ static int fig_get_progress(struct bench *b)
 	for (int r = 0; rc == 0 && r < b->rounds; r++) {
 		if ((rc = call_latencies(b, echo, "tools/call", params, LATENCY_SAMPLES, lat)) < 0)
 			break;
-		b50[r] = quantile(lat, LATENCY_SAMPLES, 0.50) * 1e3;
-		b99[r] = quantile(lat, LATENCY_SAMPLES, 0.99) * 1e3;
+		b50[r] = base_quantile(lat, LATENCY_SAMPLES, 0.50) * 1e3;
+		b99[r] = base_quantile(lat, LATENCY_SAMPLES, 0.99) * 1e3;
 		if ((rc = call_latencies(b, in.c, "tools/call", params, LATENCY_SAMPLES, lat)) < 0)
 			break;
-		p50[r] = quantile(lat, LATENCY_SAMPLES, 0.50) * 1e3;
-		p99[r] = quantile(lat, LATENCY_SAMPLES, 0.99) * 1e3;
+		p50[r] = base_quantile(lat, LATENCY_SAMPLES, 0.50) * 1e3;
+		p99[r] = base_quantile(lat, LATENCY_SAMPLES, 0.99) * 1e3;
 	}
 	/* The jobs must really have been running (and reporting) all along. */
 	char st[32];
@@ -828,11 +825,13 @@ static int fig_get_progress(struct bench *b)
 	    (strcmp(st, "working") != 0 || !started))
 		rc = fail(b, -EPROTO, "a progress job is %s, not running", st);
 	if (rc == 0) {
-		report_rounds(b, "get p50, 8 jobs reporting progress",
-		              "durable_task_get latency p50, 8 jobs reporting progress every 10 ms", p50, "ms", b50,
+		char name[160];
+		snprintf(name, sizeof name, "durable_task_get latency p50, 8 jobs reporting progress every 10 ms "
+		         "(%zu-byte answers)", bytes);
+		report_rounds(b, "get p50, 8 jobs reporting progress", name, p50, "ms", b50,
 		              "ms p50 pipe round trip of the same bytes", b->rounds, no_goal);
-		report_rounds(b, "get p99, 8 jobs reporting progress",
-		              "durable_task_get latency p99, 8 jobs reporting progress every 10 ms", p99, "ms", b99,
+		snprintf(name, sizeof name, "durable_task_get latency p99, 8 jobs reporting progress every 10 ms");
+		report_rounds(b, "get p99, 8 jobs reporting progress", name, p99, "ms", b99,
 		              "ms p99 pipe round trip of the same bytes", b->rounds, no_goal);
 	}
 	if (echo)
@@ -955,8 +954,8 @@ static int stamp_call(struct bench *b, struct mcpc *c, int tool, double *secs)
 /* p50 and p99 (ms) of n samples from f; v is reordered. */
 static void p50_p99(double *v, size_t n, double *p50, double *p99)
 {
-	*p50 = quantile(v, n, 0.50) * 1e3;
-	*p99 = quantile(v, n, 0.99) * 1e3;
+	*p50 = base_quantile(v, n, 0.50) * 1e3;
+	*p99 = base_quantile(v, n, 0.99) * 1e3;
 }
 
 /* Floor samples of one round: the stamp started by posix_spawn (and by bwrap if it runs). */
@@ -1237,10 +1236,10 @@ static int scale_round(struct bench *b, struct inst *in, unsigned n, int r, stru
 		goto out;
 	if ((rc = call_latencies(b, in->c, "tools/call", list_params, LIST_SAMPLES, lat)) < 0)
 		goto out;
-	sv->list[r] = quantile(lat, LIST_SAMPLES, 0.5) * 1e3;
+	sv->list[r] = base_quantile(lat, LIST_SAMPLES, 0.5) * 1e3;
 	if ((rc = call_latencies(b, *echo, "tools/call", list_params, LIST_SAMPLES, lat)) < 0)
 		goto out;
-	sv->echo[r] = quantile(lat, LIST_SAMPLES, 0.5) * 1e3;
+	sv->echo[r] = base_quantile(lat, LIST_SAMPLES, 0.5) * 1e3;
 	inst_stop(in);
 	long rss = 0;
 	char *argv[] = { b->bin, (char *)"ls", (char *)"--state", in->state, NULL };
@@ -1263,10 +1262,11 @@ static int fig_scale(struct bench *b)
 {
 	struct scale_vals *sv = calloc(NSCALE, sizeof *sv);
 	struct mcpc *echo[NSCALE] = { 0 };
-	struct inst in[NSCALE];
+	struct inst in[NSCALE], empty;
 	char err[512];
 	int rc = sv ? 0 : fail(b, -ENOMEM, "out of memory");
 	memset(in, 0, sizeof in);
+	memset(&empty, 0, sizeof empty);
 	for (size_t k = 0; rc == 0 && k < NSCALE; k++) {
 		char tag[32];
 		snprintf(tag, sizeof tag, "scale-%u", scale_sizes[k]);
@@ -1274,15 +1274,26 @@ static int fig_scale(struct bench *b)
 		    (rc = jgen_restart_state(in[k].state, "count", scale_sizes[k], "hold", "{}", 0, err, sizeof err)) < 0)
 			fail(b, rc, "generating the journal: %s", err);
 	}
-	for (int r = 0; rc == 0 && r < b->rounds; r++)
+	/* What start-up costs with nothing to replay, for reading the small sizes. */
+	double empty_ms[MAX_ROUNDS];
+	if (rc == 0)
+		rc = inst_prepare(b, &empty, "scale-empty", 4, 1000);
+	for (int r = 0; rc == 0 && r < b->rounds; r++) {
+		double secs;
+		if ((rc = first_answer(b, &empty, &secs)) < 0)
+			break;
+		inst_stop(&empty);
+		empty_ms[r] = secs * 1e3;
 		for (size_t k = 0; rc == 0 && k < NSCALE; k++)
 			rc = scale_round(b, &in[k], scale_sizes[k], r, &echo[k], &sv[k]);
+	}
 	for (size_t k = 0; rc == 0 && k < NSCALE; k++) {
 		char name[200], label[72];
 		unsigned n = scale_sizes[k];
 		int big = n == 100000;
-		snprintf(name, sizeof name, "start-up to the first answer, %u finished tasks (%.1f MiB journal)", n,
-		         median(sv[k].bytes, b->rounds) / 1024.0);
+		snprintf(name, sizeof name, "start-up to the first answer, %u finished tasks (%.1f MiB journal; "
+		         "%.0f ms with an empty state dir)", n, median(sv[k].bytes, b->rounds) / 1024.0,
+		         median(empty_ms, b->rounds));
 		snprintf(label, sizeof label, "start-up, %uk tasks", n / 1000);
 		report_rounds(b, label, name, sv[k].start, "ms", sv[k].scan, "ms read()+crc32c of the journal", b->rounds,
 		              no_goal);
@@ -1303,6 +1314,7 @@ static int fig_scale(struct bench *b)
 			mcpc_close(echo[k], 2000);
 		inst_stop(&in[k]);
 	}
+	inst_stop(&empty);
 	free(sv);
 	return rc;
 }
@@ -1345,6 +1357,7 @@ static int memory_round(struct bench *b, int r, double *live, double *restarted,
 	long idle = 0, after = 0, fresh = 0, back = 0;
 	double j0 = 0, j1 = 0, secs;
 	unsigned done;
+	memset(&empty, 0, sizeof empty);
 	snprintf(tag, sizeof tag, "memory-%d", r);
 	int rc = inst_prepare_sandbox(b, &in, tag, 4, 100000, "{\"profile\": \"default\"}");
 	snprintf(tag, sizeof tag, "memory-empty-%d", r);

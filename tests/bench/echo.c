@@ -70,8 +70,13 @@ static int answer_lines(char *in, size_t *len, const char *pre, size_t npre, con
 {
 	size_t off = 0;
 	for (char *nl; (nl = memchr(in + off, '\n', *len - off)); off = (size_t)(nl - in) + 1) {
-		const char *digits = NULL;
+		/* A line without a numeric id (none of mcpc's) is answered with a null id. */
+		const char *digits = "null";
 		size_t nd = line_id(in + off, (size_t)(nl - in) - off, &digits);
+		if (nd == 0) {
+			digits = "null";
+			nd = 4;
+		}
 		size_t need = npre + 5 + nd + npost + 1;
 		if (*nout + need > *cap) {
 			size_t c = (*nout + need) * 2;
