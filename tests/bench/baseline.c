@@ -470,6 +470,62 @@ int base_run(char *const argv[], const char *errpath, double *secs, long *maxrss
 	return 0;
 }
 
+int base_peak_main(char *const argv[])
+{
+	struct rusage ru;
+	int status = 0;
+	if (!argv[0] || !argv[1])
+		return 2;
+	double t0 = base_now();
+	pid_t pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		execv(argv[1], argv + 1);
+		_exit(127);
+	}
+	while (wait4(pid, &status, 0, &ru) < 0) {
+		if (errno != EINTR)
+			return 1;
+	}
+	double secs = base_now() - t0;
+	FILE *f = fopen(argv[0], "we");
+	if (!f)
+		return 1;
+	fprintf(f, "%.9f %ld %d\n", secs, ru.ru_maxrss, status);
+	return fclose(f) == 0 ? 0 : 1;
+}
+
+int base_run_peak(const char *self, char *const argv[], const char *tmpfile, double *secs, long *maxrss_kb,
+                  int *status)
+{
+	char *full[72];
+	size_t n = 0;
+	full[n++] = (char *)self;
+	full[n++] = (char *)"--peak-rss";
+	full[n++] = (char *)tmpfile;
+	for (size_t i = 0; argv[i]; i++) {
+		if (n == sizeof full / sizeof full[0] - 1)
+			return -E2BIG;
+		full[n++] = argv[i];
+	}
+	full[n] = NULL;
+	double outer;
+	int st = 0;
+	unlink(tmpfile);
+	int rc = base_run(full, NULL, &outer, NULL, &st);
+	if (rc < 0)
+		return rc;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -ECHILD;
+	FILE *f = fopen(tmpfile, "re");
+	if (!f)
+		return -errno;
+	rc = fscanf(f, "%lf %ld %d", secs, maxrss_kb, status) == 3 ? 0 : -EBADMSG;
+	fclose(f);
+	return rc;
+}
+
 /* Why symlinks: on a merged-/usr system /lib, /lib64, /bin and /sbin are links into /usr, and
  * the root forkpoint builds shows them the same way; a real directory is bound instead. */
 int base_bwrap_cmd(const char *bwrap, char *const prog[], struct base_bwrap *out)

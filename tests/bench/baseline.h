@@ -61,8 +61,21 @@ int base_b64_encode_sha256(const void *data, size_t len, size_t chunk, double *r
 int base_spawn_stamp(char *const argv[], double *secs);
 
 /* Run argv to its end with stdout to /dev/null and stderr to errpath (NULL: /dev/null).
- * *secs: spawn to reaped; *maxrss_kb (may be NULL): its peak RSS; *status: its wait status. */
+ * *secs: spawn to reaped; *maxrss_kb (may be NULL): its peak RSS as the kernel reports it,
+ * which includes the caller's own RSS (see base_run_peak); *status: its wait status. */
 int base_run(char *const argv[], const char *errpath, double *secs, long *maxrss_kb, int *status);
+
+/* The peak RSS of argv alone.  The kernel folds the memory a process had before its exec into
+ * its peak, and a posix_spawn child shares the caller's memory until then, so base_run's peak
+ * is at least the caller's RSS.  This runs argv through `self --peak-rss FILE argv...`, a
+ * freshly exec'd small process (whose main calls base_peak_main) that forks and execs argv:
+ * the child's peak starts from that small process, not from the caller.
+ * *secs: the program's own run time (fork to reaped); tmpfile: a scratch file for the answer. */
+int base_run_peak(const char *self, char *const argv[], const char *tmpfile, double *secs, long *maxrss_kb,
+                  int *status);
+/* The intermediate's side: argv[0] the answer file, argv[1..] the program.  Returns its exit
+ * status (0: the answer was written). */
+int base_peak_main(char *const argv[]);
 
 /* A bubblewrap command line running prog with the namespaces of forkpoint's `default`
  * profile (user, pid, mount, net, ipc, uts) and a root like it: /usr and the merged-/usr

@@ -5,6 +5,7 @@
  *
  *   bench --build DIR --work DIR [--seconds S] [--rounds N] [--only NAME]... [--list]
  *   bench --echo TEMPLATE        the echo floor (echo.h), started by the bench itself
+ *   bench --peak-rss FILE PROG...   a program's own peak RSS (baseline.h), likewise
  *
  * Each figure is one function in the table at the bottom; it prints one line per row,
  *   name: median [min..max] unit (floor: median [min..max] unit, ratio median [min..max])
@@ -1243,7 +1244,10 @@ static int scale_round(struct bench *b, struct inst *in, unsigned n, int r, stru
 	inst_stop(in);
 	long rss = 0;
 	char *argv[] = { b->bin, (char *)"ls", (char *)"--state", in->state, NULL };
-	if ((rc = base_run(argv, NULL, &secs, &rss, &status)) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+	char tmp[PATH_MAX + 16];
+	snprintf(tmp, sizeof tmp, "%s/ls-peak", in->dir);
+	if ((rc = base_run_peak(b->self, argv, tmp, &secs, &rss, &status)) < 0 || !WIFEXITED(status) ||
+	    WEXITSTATUS(status)) {
 		rc = fail(b, rc, "forkpoint ls --state %s: %s", in->state, rc < 0 ? strerror(-rc) : "failed");
 		goto out;
 	}
@@ -1806,7 +1810,7 @@ static int resolve(char *out, const char *build, const char *rel)
 static int usage(void)
 {
 	fputs("usage: bench --build DIR --work DIR [--seconds S] [--rounds N] [--only NAME]... [--list]\n"
-	      "       bench --echo TEMPLATE   (the echo floor; the bench starts it itself)\n",
+	      "       bench --echo TEMPLATE | --peak-rss FILE PROGRAM...   (modes the bench starts itself)\n",
 	      stderr);
 	return 2;
 }
@@ -1899,6 +1903,8 @@ int main(int argc, char **argv)
 	size_t nonly = 0;
 	if (argc == 3 && strcmp(argv[1], "--echo") == 0)
 		return echo_main(argv[2]);
+	if (argc >= 4 && strcmp(argv[1], "--peak-rss") == 0)
+		return base_peak_main(argv + 2);
 	memset(&b, 0, sizeof b);
 	b.seconds = 1.0;
 	b.rounds = 5;

@@ -17,9 +17,14 @@ int echo_write_template(const cJSON *resp, const char *path)
 		return -ENOMEM;
 	int rc = 0;
 	char *text = NULL;
-	if (!cJSON_ReplaceItemInObjectCaseSensitive(copy, "id", cJSON_CreateNumber(MARKER_ID)) ||
-	    !(text = cJSON_PrintUnformatted(copy)) || !strstr(text, MARKER)) {
-		rc = -EINVAL;
+	cJSON *id = cJSON_CreateNumber(MARKER_ID);
+	if (!id || !cJSON_ReplaceItemInObjectCaseSensitive(copy, "id", id)) {
+		cJSON_Delete(id);   /* not in the message: still ours */
+		rc = id ? -EINVAL : -ENOMEM;
+		goto fail;
+	}
+	if (!(text = cJSON_PrintUnformatted(copy)) || !strstr(text, MARKER)) {
+		rc = text ? -EINVAL : -ENOMEM;
 		goto fail;
 	}
 	FILE *f = fopen(path, "we");

@@ -3,7 +3,7 @@
  * request's own id (also across split reads, and without an id), and refuses a template it
  * cannot use; the quantiles are nearest rank; the bubblewrap command line carries the
  * `default` profile's namespaces and the program; the launch-latency floor rejects a program
- * that fails or prints no time.  The bench's sources are compiled in here: they are one
+ * that fails or prints no time; a program's peak RSS is its own, not the caller's.  The bench's sources are compiled in here: they are one
  * program, not a library. */
 #include "tests/bench/baseline.c"
 #include "tests/bench/echo.c"
@@ -171,15 +171,48 @@ static void test_spawn_stamp(struct tally *t)
 	CHECK(t, base_spawn_stamp(missing, &secs) < 0, "a missing program is an error");
 }
 
-int main(void)
+/* A program's peak RSS must be its own: with the caller holding 64 MiB, a plain posix_spawn
+ * child reports at least that, the peak-RSS intermediate (this binary in its --peak-rss
+ * mode) reports what the program itself used. */
+static void test_peak_rss(struct tally *t, const char *dir)
+{
+	char self[4096], tmp[512];
+	size_t big = 64u << 20;
+	char *mem = malloc(big);
+	if (!mem || !realpath("/proc/self/exe", self))
+		check_die("setup");
+	memset(mem, 1, big);
+	snprintf(tmp, sizeof tmp, "%s/peak", dir);
+	char *prog[] = { "/bin/sh", "-c", "exit 0", NULL };
+	double secs = 0;
+	long kb = 0;
+	int st = -1;
+	CHECK(t, base_run(prog, NULL, &secs, &kb, &st) == 0 && kb >= 60000, "a posix_spawn child's peak includes ours");
+	kb = 0;
+	CHECK(t, base_run_peak(self, prog, tmp, &secs, &kb, &st) == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "the intermediate runs the program");
+	CHECKF(t, kb > 0 && kb < 20000, "the program's own peak: %ld KiB", kb);
+	char *fails[] = { "/bin/sh", "-c", "exit 3", NULL };
+	CHECK(t, base_run_peak(self, fails, tmp, &secs, &kb, &st) == 0 && WEXITSTATUS(st) == 3,
+	      "the program's exit status comes back");
+	char *missing[] = { "/nonexistent/prog", NULL };
+	CHECK(t, base_run_peak(self, missing, tmp, &secs, &kb, &st) == 0 && WEXITSTATUS(st) == 127,
+	      "a program that cannot be run exits 127");
+	free(mem);
+}
+
+int main(int argc, char **argv)
 {
 	struct tally t = { 0, 0 };
 	char dir[256];
+	if (argc >= 4 && strcmp(argv[1], "--peak-rss") == 0)
+		return base_peak_main(argv + 2);
 	check_tmpdir(dir, sizeof dir, "bench");
 	test_echo(&t, dir);
 	test_quantile(&t);
 	test_bwrap_cmd(&t);
 	test_spawn_stamp(&t);
+	test_peak_rss(&t, dir);
 	check_rm_rf(dir);
 	return check_done(&t);
 }
