@@ -1,10 +1,13 @@
 /* tests/bench/baseline.h — the cost floors the benchmark figures are divided by, measured on
  * the same machine in the same run: raw appends with fdatasync, a raw scan of journal bytes,
- * a plain posix_spawn loop, the memory of a plain process, and base64 + sha256 over a file's
- * bytes in memory.  None of them touches forkpoint code except crc32c, base64 and the sha256
- * wrapper, which are the floors themselves.
+ * a plain posix_spawn loop and a bubblewrap command line for the same program, the time from
+ * a launch to the program's first instruction, the memory of a plain process, and base64 +
+ * sha256 over a file's bytes in memory; plus the tools to measure them honestly (quantiles, a
+ * program's own peak RSS).  None of them touches forkpoint code except crc32c, base64 and the
+ * sha256 wrapper, which are the floors themselves.  (The pipe round-trip floor is echo.h.)
  *
- * All functions return 0 or -errno and write their result through the out pointers. */
+ * All functions return 0 or -errno and write their result through the out pointers, unless
+ * said otherwise. */
 #ifndef FP_BENCH_BASELINE_H
 #define FP_BENCH_BASELINE_H
 
