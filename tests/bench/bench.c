@@ -939,6 +939,7 @@ static int fig_throughput_strict(struct bench *b)
 
 #define WARM_SAMPLES 40
 #define BWRAP_SAMPLES 20
+#define CALL_GAP_MS  20
 
 /* One sync call of stamp-<tool>: from just before the request is written to the moment the
  * job read the clock first thing in main(). */
@@ -987,22 +988,51 @@ static int stamp_floor(struct bench *b, struct base_bwrap *bw, double *sp, doubl
 	return rc;
 }
 
+/* One round in a fresh supervisor whose tools have `profile`: the first task of each of
+ * `ncold` tools into cold[], then WARM_SAMPLES more of stamp-0 into warm[].  Calls are paced
+ * CALL_GAP_MS apart, as a client's are: whatever a supervisor prepares between tasks (a warm
+ * sandbox) has the time to be ready, and the figure is the latency of one call rather than of
+ * a queue.  In round 0 the task's recorded sandbox is checked (*degraded: mechanisms missing). */
+static int latency_round(struct bench *b, int r, const char *profile, int ncold, double *cold, double *warm,
+                         int *degraded)
+{
+	struct inst in;
+	char tag[48], sandbox[64], id[33];
+	int n = 0;
+	snprintf(tag, sizeof tag, "latency-%s-%d", profile, r);
+	snprintf(sandbox, sizeof sandbox, "{\"profile\": \"%s\"}", profile);
+	int rc = inst_prepare_sandbox(b, &in, tag, 4, 1000, sandbox);
+	if (rc == 0)
+		rc = inst_start(b, &in);
+	for (int t = 0; rc == 0 && t < ncold; t++) {
+		sleep_ms(CALL_GAP_MS);
+		rc = stamp_call(b, in.c, t, &cold[t]);
+	}
+	for (int i = 0; rc == 0 && i < WARM_SAMPLES; i++) {
+		sleep_ms(CALL_GAP_MS);
+		rc = stamp_call(b, in.c, 0, &warm[i]);
+	}
+	if (rc == 0 && r == 0 && (rc = list_count(b, in.c, "completed", &n, id)) == 0)
+		rc = n ? task_sandbox(b, in.c, id, profile, degraded) : fail(b, -EPROTO, "no task listed");
+	inst_stop(&in);
+	return rc;
+}
+
 /* Profile `default`, a fresh supervisor per round: the first task of each of COLD_TOOLS tools
  * (cold), then WARM_SAMPLES more of one of them (warm), one at a time; against the same
- * program started by posix_spawn, and by bubblewrap with the same namespaces. */
+ * program started by posix_spawn, and by bubblewrap with the same namespaces.  Profile `none`
+ * the same way (warm only) shows what is not the sandbox. */
 static int fig_latency(struct bench *b)
 {
 	char *argv[] = { b->stamp, NULL };
 	struct base_bwrap bw;
-	double cold[COLD_TOOLS], warm[WARM_SAMPLES], sp[WARM_SAMPLES], bwv[BWRAP_SAMPLES];
-	double c50[MAX_ROUNDS], c99[MAX_ROUNDS], w50[MAX_ROUNDS], w99[MAX_ROUNDS];
+	double cold[COLD_TOOLS], warm[WARM_SAMPLES], none[WARM_SAMPLES], sp[WARM_SAMPLES], bwv[BWRAP_SAMPLES];
+	double c50[MAX_ROUNDS], c99[MAX_ROUNDS], w50[MAX_ROUNDS], w99[MAX_ROUNDS], n50[MAX_ROUNDS], n99[MAX_ROUNDS];
 	double s50[MAX_ROUNDS], s99[MAX_ROUNDS], b50[MAX_ROUNDS], b99[MAX_ROUNDS];
-	int rc = 0, use_bwrap = b->bwrap[0] != 0, degraded = 0;
+	int rc = 0, use_bwrap = b->bwrap[0] != 0, degraded = 0, degraded_none = 0;
 	if (use_bwrap && (rc = base_bwrap_cmd(b->bwrap, argv, &bw)) < 0)
 		return fail(b, rc, "bwrap command line: %s", strerror(-rc));
 	for (int r = 0; rc == 0 && r < b->rounds; r++) {
-		struct inst in;
-		char tag[32];
 		if ((rc = stamp_floor(b, use_bwrap ? &bw : NULL, sp, bwv)) < 0)
 			break;
 		if (rc == 1)
@@ -1010,20 +1040,12 @@ static int fig_latency(struct bench *b)
 		p50_p99(sp, WARM_SAMPLES, &s50[r], &s99[r]);
 		if (use_bwrap)
 			p50_p99(bwv, BWRAP_SAMPLES, &b50[r], &b99[r]);
-		snprintf(tag, sizeof tag, "latency-%d", r);
-		if ((rc = inst_prepare_sandbox(b, &in, tag, 4, 1000, "{\"profile\": \"default\"}")) == 0)
-			rc = inst_start(b, &in);
-		for (int t = 0; rc == 0 && t < COLD_TOOLS; t++)
-			rc = stamp_call(b, in.c, t, &cold[t]);
-		for (int i = 0; rc == 0 && i < WARM_SAMPLES; i++)
-			rc = stamp_call(b, in.c, 0, &warm[i]);
-		char id[33];
-		int n = 0;
-		if (rc == 0 && r == 0 && (rc = list_count(b, in.c, "completed", &n, id)) == 0)
-			rc = n ? task_sandbox(b, in.c, id, "default", &degraded) : fail(b, -EPROTO, "no task listed");
-		inst_stop(&in);
+		if ((rc = latency_round(b, r, "default", COLD_TOOLS, cold, warm, &degraded)) < 0 ||
+		    (rc = latency_round(b, r, "none", 0, NULL, none, &degraded_none)) < 0)
+			break;
 		p50_p99(cold, COLD_TOOLS, &c50[r], &c99[r]);
 		p50_p99(warm, WARM_SAMPLES, &w50[r], &w99[r]);
+		p50_p99(none, WARM_SAMPLES, &n50[r], &n99[r]);
 	}
 	if (rc < 0)
 		return rc;
@@ -1043,6 +1065,10 @@ static int fig_latency(struct bench *b)
 	         COLD_TOOLS);
 	report_rounds(b, "call to job running, cold p99", name, c99, "ms", s99, "ms p99 posix_spawn to first instruction",
 	              b->rounds, no_goal);
+	report_rounds(b, "call to job running, none, warm p50", "tools/call to the job's first instruction, profile none, "
+	              "warm, p50", n50, "ms", s50, "ms p50 posix_spawn to first instruction", b->rounds, no_goal);
+	report_rounds(b, "call to job running, none, warm p99", "tools/call to the job's first instruction, profile none, "
+	              "warm, p99", n99, "ms", s99, "ms p99 posix_spawn to first instruction", b->rounds, no_goal);
 	if (use_bwrap) {
 		report_rounds(b, "call to job running vs bwrap, warm p50", "tools/call to the job's first instruction, warm, "
 		              "p50, against bubblewrap", w50, "ms", b50, "ms p50 bwrap (same namespaces) to first instruction",
