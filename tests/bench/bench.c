@@ -856,83 +856,114 @@ static void bwrap_lost(struct bench *b, const char *what, int rc)
 	printf("bubblewrap rows are skipped from here on: %s\n", b->bwrap_why);
 }
 
-/* 300 tasks of plain-count 0 created (64 requests in flight), 4 jobs at a time, until all
- * have completed; against the same program run by posix_spawn, 4 at a time, and for the
- * isolating profiles also by bubblewrap with the `default` profile's namespaces (the anchor a
- * sandboxing launcher sets).  profile: the tools' sandbox profile.  A profile that cannot run
- * the program (a job killed by its filter) fails the figure with the task's error: that is a
- * finding, not noise. */
-static int throughput_figure(struct bench *b, const char *profile)
+/* `tasks` tasks of plain-count 0 created (64 requests in flight), `jobs` at a time, until all
+ * have completed, over `rounds` rounds; against the same program run by posix_spawn, `jobs` at
+ * a time, and for the isolating profiles also by bubblewrap with the `default` profile's
+ * namespaces (the anchor a sandboxing launcher sets).  profile: the tools' sandbox profile.  A
+ * profile that cannot run the program (a job killed by its filter) fails the figure with the
+ * task's error: that is a finding, not noise.  Fills v, base and bwrap (*use_bwrap cleared if
+ * bubblewrap does not run); *degraded as task_sandbox gives it. */
+struct tp_spec {
+	const char *profile;
+	int jobs, rounds;
+	unsigned tasks;
+};
+
+static int throughput_rounds(struct bench *b, const struct tp_spec *sp, double *v, double *base, double *bwrap,
+                             int *use_bwrap, int *degraded)
 {
 	struct inst in;
 	struct base_bwrap bw;
-	double v[MAX_ROUNDS], base[MAX_ROUNDS], bwrap[MAX_ROUNDS];
 	char *argv[] = { b->plain_count, (char *)"0", NULL };
 	char tag[64], sandbox[64], id[33];
-	int n = 0, degraded = 0;
-	int use_bwrap = b->bwrap[0] && strcmp(profile, "none") != 0;
-	snprintf(tag, sizeof tag, "throughput-%s", profile);
-	snprintf(sandbox, sizeof sandbox, "{\"profile\": \"%s\"}", profile);
-	int rc = inst_prepare_sandbox(b, &in, tag, 4, 100000, sandbox);
-	if (rc == 0 && use_bwrap && (rc = base_bwrap_cmd(b->bwrap, argv, &bw)) < 0)
+	int n = 0;
+	*use_bwrap = b->bwrap[0] && strcmp(sp->profile, "none") != 0;
+	snprintf(tag, sizeof tag, "throughput-%s-%d", sp->profile, sp->jobs);
+	snprintf(sandbox, sizeof sandbox, "{\"profile\": \"%s\"}", sp->profile);
+	int rc = inst_prepare_sandbox(b, &in, tag, sp->jobs, 100000, sandbox);
+	if (rc == 0 && *use_bwrap && (rc = base_bwrap_cmd(b->bwrap, argv, &bw)) < 0)
 		fail(b, rc, "bwrap command line: %s", strerror(-rc));
 	if (rc == 0)
 		rc = inst_start(b, &in);
-	for (int r = 0; rc == 0 && r < b->rounds; r++) {
-		if ((rc = base_spawn_rate(argv, THROUGHPUT_TASKS, 4, &base[r])) < 0) {
+	for (int r = 0; rc == 0 && r < sp->rounds; r++) {
+		if ((rc = base_spawn_rate(argv, sp->tasks, (unsigned)sp->jobs, &base[r])) < 0) {
 			fail(b, rc, "spawn baseline: %s", strerror(-rc));
 			break;
 		}
-		if (use_bwrap && (rc = base_spawn_rate(bw.argv, THROUGHPUT_TASKS, 4, &bwrap[r])) < 0) {
+		if (*use_bwrap && (rc = base_spawn_rate(bw.argv, sp->tasks, (unsigned)sp->jobs, &bwrap[r])) < 0) {
 			bwrap_lost(b, "bwrap running plain-count", rc);
-			use_bwrap = 0;
-			rc = 0;
+			*use_bwrap = rc = 0;
 		}
 		unsigned done;
 		double secs, t0 = base_now();
-		if ((rc = create_pipelined(b, in.c, count_params, THROUGHPUT_TASKS, 0, WINDOW, &done, &secs)) < 0 ||
+		if ((rc = create_pipelined(b, in.c, count_params, sp->tasks, 0, WINDOW, &done, &secs)) < 0 ||
 		    (rc = wait_idle(b, in.c, 120000, 10)) < 0)
 			break;
-		v[r] = THROUGHPUT_TASKS / (base_now() - t0);
+		v[r] = sp->tasks / (base_now() - t0);
 	}
 	/* The figure is only about this profile if the jobs really got it. */
 	if (rc == 0 && (rc = list_count(b, in.c, "completed", &n, id)) == 0 && n == 0)
 		rc = fail(b, -EPROTO, "no completed task to check the sandbox of");
 	if (rc == 0)
-		rc = task_sandbox(b, in.c, id, profile, &degraded);
-	if (rc == 0) {
-		char name[160], label[64];
-		const char *deg = degraded && strcmp(profile, "none") != 0 ? " (degraded on this host)" : "";
-		snprintf(name, sizeof name, "tasks started and finished, profile %s%s (300 x plain-count 0, 4 at a time)",
-		         profile, deg);
-		snprintf(label, sizeof label, "tasks/s, %s vs posix_spawn", profile);
-		report_rounds(b, label, name, v, "tasks/s", base, "posix_spawn+waitpid/s", b->rounds, no_goal);
-		snprintf(label, sizeof label, "tasks/s, %s vs bwrap", profile);
-		snprintf(name, sizeof name, "tasks started and finished, profile %s%s, against bubblewrap", profile, deg);
-		if (use_bwrap)
-			report_rounds(b, label, name, v, "tasks/s", bwrap, "bwrap (user,pid,mount,net,ipc,uts)+waitpid/s",
-			              b->rounds, strcmp(profile, "default") == 0 ? (struct goal){ RATIO_AT_LEAST, 1.5 } : no_goal);
-		else if (strcmp(profile, "none") != 0)
-			report_skip(b, label, name, b->bwrap_why,
-			            strcmp(profile, "default") == 0 ? (struct goal){ RATIO_AT_LEAST, 1.5 } : no_goal);
-	}
+		rc = task_sandbox(b, in.c, id, sp->profile, degraded);
 	inst_stop(&in);
 	return rc;
 }
 
+/* The rows of one throughput setting; goal: the bubblewrap row's, if any. */
+static int throughput_figure(struct bench *b, const struct tp_spec *sp, struct goal bwrap_goal)
+{
+	double v[MAX_ROUNDS], base[MAX_ROUNDS], bwrap[MAX_ROUNDS];
+	int use_bwrap = 0, degraded = 0;
+	int rc = throughput_rounds(b, sp, v, base, bwrap, &use_bwrap, &degraded);
+	if (rc < 0)
+		return rc;
+	char name[200], label[72];
+	const char *deg = degraded && strcmp(sp->profile, "none") != 0 ? " (degraded on this host)" : "";
+	snprintf(name, sizeof name, "tasks started and finished, profile %s%s (%u x plain-count 0, %d at a time)",
+	         sp->profile, deg, sp->tasks, sp->jobs);
+	snprintf(label, sizeof label, "tasks/s, %s, %d at a time, vs posix_spawn", sp->profile, sp->jobs);
+	report_rounds(b, label, name, v, "tasks/s", base, "posix_spawn+waitpid/s", sp->rounds, no_goal);
+	if (strcmp(sp->profile, "none") == 0)
+		return 0;
+	snprintf(label, sizeof label, "tasks/s, %s, %d at a time, vs bwrap", sp->profile, sp->jobs);
+	snprintf(name, sizeof name, "tasks started and finished, profile %s%s, %d at a time, against bubblewrap",
+	         sp->profile, deg, sp->jobs);
+	if (use_bwrap)
+		report_rounds(b, label, name, v, "tasks/s", bwrap, "bwrap (user,pid,mount,net,ipc,uts)+waitpid/s",
+		              sp->rounds, bwrap_goal);
+	else
+		report_skip(b, label, name, b->bwrap_why, bwrap_goal);
+	return 0;
+}
+
 static int fig_throughput_none(struct bench *b)
 {
-	return throughput_figure(b, "none");
+	return throughput_figure(b, &(struct tp_spec){ "none", 4, b->rounds, THROUGHPUT_TASKS }, no_goal);
 }
 
 static int fig_throughput_default(struct bench *b)
 {
-	return throughput_figure(b, "default");
+	return throughput_figure(b, &(struct tp_spec){ "default", 4, b->rounds, THROUGHPUT_TASKS },
+	                         (struct goal){ RATIO_AT_LEAST, 1.5 });
 }
 
 static int fig_throughput_strict(struct bench *b)
 {
-	return throughput_figure(b, "strict");
+	return throughput_figure(b, &(struct tp_spec){ "strict", 4, b->rounds, THROUGHPUT_TASKS }, no_goal);
+}
+
+#define SCALE_TASKS  120
+#define SCALE_ROUNDS 3
+
+/* `default` tasks with 1, 8 and 64 jobs at a time (fewer tasks and rounds: it is the trend
+ * that matters here), each against posix_spawn and bubblewrap at the same concurrency. */
+static int fig_throughput_scale(struct bench *b)
+{
+	int rounds = b->rounds < SCALE_ROUNDS ? b->rounds : SCALE_ROUNDS, rc = 0;
+	for (size_t d = 0; rc == 0 && d < NDEPTHS; d++)
+		rc = throughput_figure(b, &(struct tp_spec){ "default", (int)depths[d], rounds, SCALE_TASKS }, no_goal);
+	return rc;
 }
 
 /* ---- 3b. tools/call to the job's first instruction --------------------------------------------- */
@@ -1787,6 +1818,7 @@ static const struct figure figures[] = {
 	{ "throughput-none", fig_throughput_none },
 	{ "throughput-default", fig_throughput_default },
 	{ "throughput-strict", fig_throughput_strict },
+	{ "throughput-scale", fig_throughput_scale },
 	{ "latency", fig_latency },
 	{ "acks", fig_acks },
 	{ "replay", fig_replay },
@@ -1819,7 +1851,7 @@ static void header(const struct bench *b)
 static void summary(const struct bench *b)
 {
 	printf("\nsummary (ratio = figure/floor, medians; goals from the performance plan)\n");
-	printf("%-44s %-22s %-8s %-14s %s\n", "figure", "value", "ratio", "goal", "");
+	printf("%-50s %-20s %-8s %-14s %s\n", "figure", "value", "ratio", "goal", "");
 	for (int i = 0; i < b->nrows; i++) {
 		const struct row *r = &b->rows[i];
 		char ratio[32] = "-", goal[40] = "-";
@@ -1834,7 +1866,7 @@ static void summary(const struct bench *b)
 			snprintf(goal, sizeof goal, "<= %g", r->goal.v);
 		if (r->goal.kind != NO_GOAL)
 			met = r->met == -2 ? "not measured" : r->met ? "met" : "not met";
-		printf("%-44s %-22s %-8s %-14s %s\n", r->label, r->value, ratio, goal, met);
+		printf("%-50s %-20s %-8s %-14s %s\n", r->label, r->value, ratio, goal, met);
 	}
 	fflush(stdout);
 }
