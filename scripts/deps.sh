@@ -40,7 +40,9 @@ if [ -n "$missing" ]; then
 	$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-[ "${1:-}" = "--bench" ] && exit 0
+if [ "${1:-}" = "--bench" ]; then
+	exit 0
+fi
 
 # The end-to-end tests drive forkpoint with the official MCP TypeScript SDK client.
 if [ -f tests/e2e/package-lock.json ]; then
