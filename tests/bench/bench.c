@@ -1252,6 +1252,14 @@ static int fig_replay(struct bench *b)
 	return rc;
 }
 
+/* VmRSS after the allocator and the loop have settled. */
+static int settled_rss(struct bench *b, struct mcpc *c, long *kb)
+{
+	sleep_ms(300);
+	int rc = mcpc_rss_kb(c, kb);
+	return rc < 0 ? fail(b, rc, "VmRSS: %s", strerror(-rc)) : 0;
+}
+
 /* ---- 6. scaling with the number of tasks: start-up, list, `forkpoint ls` ---------------------- */
 
 static const unsigned scale_sizes[] = { 1000, 10000, 100000 };
@@ -1286,6 +1294,7 @@ struct scale_vals {
 	double start[MAX_ROUNDS], list[MAX_ROUNDS], ls[MAX_ROUNDS];
 	double scan[MAX_ROUNDS], echo[MAX_ROUNDS], rss[MAX_ROUNDS], bytes[MAX_ROUNDS];
 	double scan_ls[MAX_ROUNDS], bytes_ls[MAX_ROUNDS];   /* the journal as ls finds it */
+	double rss_up[MAX_ROUNDS];                          /* the supervisor's, KiB, once started */
 };
 
 /* One round at one size: the raw scan of the journal, then start-up to the first answer, the
@@ -1306,6 +1315,10 @@ static int scale_round(struct bench *b, struct inst *in, unsigned n, int r, stru
 	if ((rc = first_answer(b, in, &secs)) < 0)
 		return rc;
 	sv->start[r] = secs * 1e3;
+	long kb = 0;
+	if ((rc = settled_rss(b, in->c, &kb)) < 0)
+		goto out;
+	sv->rss_up[r] = (double)kb;
 	if (r == 0 && ((rc = check_history(b, in->c, n)) < 0 ||
 	               (rc = echo_start(b, in, "list", "tools/call", list_params, echo, &ebytes)) < 0))
 		goto out;
@@ -1360,15 +1373,20 @@ static int fig_scale(struct bench *b)
 			fail(b, rc, "generating the journal: %s", err);
 	}
 	/* What start-up costs with nothing to replay, for reading the small sizes. */
-	double empty_ms[MAX_ROUNDS];
+	double empty_ms[MAX_ROUNDS], empty_kb[MAX_ROUNDS];
 	if (rc == 0)
 		rc = inst_prepare(b, &empty, "scale-empty", 4, 1000);
 	for (int r = 0; rc == 0 && r < b->rounds; r++) {
 		double secs;
 		if ((rc = first_answer(b, &empty, &secs)) < 0)
 			break;
+		long kb = 0;
+		rc = settled_rss(b, empty.c, &kb);
 		inst_stop(&empty);
+		if (rc < 0)
+			break;
 		empty_ms[r] = secs * 1e3;
+		empty_kb[r] = (double)kb;
 		for (size_t k = 0; rc == 0 && k < NSCALE; k++)
 			rc = scale_round(b, &in[k], scale_sizes[k], r, &echo[k], &sv[k]);
 	}
@@ -1390,6 +1408,15 @@ static int fig_scale(struct bench *b)
 		snprintf(label, sizeof label, "forkpoint ls, %uk tasks", n / 1000);
 		report_rounds(b, label, name, sv[k].ls, "ms", sv[k].scan_ls, "ms read()+crc32c of the journal", b->rounds,
 		              big ? (struct goal){ RATIO_AT_MOST, 3 } : no_goal);
+		double per[MAX_ROUNDS], dur[MAX_ROUNDS];
+		for (int r = 0; r < b->rounds; r++) {
+			per[r] = (sv[k].rss_up[r] - empty_kb[r]) / n;
+			dur[r] = sv[k].bytes[r] / n;
+		}
+		snprintf(name, sizeof name, "supervisor RSS per task after start-up, %u generated tasks (against a fresh "
+		         "supervisor; their records hold no sandbox description)", n);
+		snprintf(label, sizeof label, "RSS per task after start-up, %uk generated", n / 1000);
+		report_rounds(b, label, name, per, "KiB", dur, "KiB of journal per task", b->rounds, no_goal);
 		snprintf(name, sizeof name, "forkpoint ls peak RSS, %u tasks", n);
 		snprintf(label, sizeof label, "forkpoint ls peak RSS, %uk tasks", n / 1000);
 		report_rounds(b, label, name, sv[k].rss, "KiB", sv[k].bytes_ls, "KiB of journal", b->rounds, no_goal);
@@ -1411,14 +1438,6 @@ static int fig_scale(struct bench *b)
 #define MEM_RUNNING  50
 
 static const char hold_params[] = "{\"name\":\"hold\",\"arguments\":{\"seconds\":600}}";
-
-/* VmRSS after the allocator and the loop have settled. */
-static int settled_rss(struct bench *b, struct mcpc *c, long *kb)
-{
-	sleep_ms(300);
-	int rc = mcpc_rss_kb(c, kb);
-	return rc < 0 ? fail(b, rc, "VmRSS: %s", strerror(-rc)) : 0;
-}
 
 static int journal_kib(struct bench *b, const char *state, double *kib)
 {
