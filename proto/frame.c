@@ -1,7 +1,7 @@
 /* proto/frame.c — see frame.h.  The decoder never trusts a count or a length it has not
  * proved against the bytes actually present; msgpack-c only ever sees checked payloads. */
-#include "frame.h"
-#include "wire.h"
+#include "proto/frame.h"
+#include "proto/io.h"
 
 #include <errno.h>
 #include <math.h>
@@ -212,10 +212,10 @@ int frame_read(int fd, size_t max_frame, struct frame *f)
 	char *buf;
 	int rc;
 	memset(f, 0, sizeof *f);
-	rc = wire_read_full(fd, hdr, sizeof hdr);
+	rc = io_read_full(fd, hdr, sizeof hdr);
 	if (rc < 0)
 		return rc;
-	uint32_t len = wire_get_be32(hdr);
+	uint32_t len = io_get_be32(hdr);
 	if (len > max_frame)
 		return -EMSGSIZE;
 	if (len == 0)
@@ -223,7 +223,7 @@ int frame_read(int fd, size_t max_frame, struct frame *f)
 	rc = zone_start(f, len, &buf);
 	if (rc < 0)
 		return rc;
-	rc = wire_read_full(fd, buf, len);
+	rc = io_read_full(fd, buf, len);
 	if (rc == 0)
 		rc = decode_in_zone(f, buf, len, 0);
 	if (rc < 0)
@@ -799,7 +799,7 @@ void frame_reader_free(struct frame_reader *r)
 static int reader_scan(struct frame_reader *r)
 {
 	while (r->len - r->checked >= FRAME_HEADER_BYTES) {
-		uint32_t n = wire_get_be32(r->buf + r->checked);
+		uint32_t n = io_get_be32(r->buf + r->checked);
 		if (n > r->max)
 			return -EMSGSIZE;
 		if (r->len - r->checked - FRAME_HEADER_BYTES < n) {
@@ -832,7 +832,7 @@ int frame_reader_feed(struct frame_reader *r, const void *buf, size_t len)
 		if (have)
 			memcpy(hdr, r->buf + r->checked, have);
 		memcpy(hdr + have, buf, FRAME_HEADER_BYTES - have);
-		if (wire_get_be32(hdr) > r->max) {
+		if (io_get_be32(hdr) > r->max) {
 			r->err = -EMSGSIZE;
 			return r->err;
 		}
@@ -875,7 +875,7 @@ int frame_reader_next(struct frame_reader *r, struct frame *f)
 	size_t avail = r->len - r->off;
 	if (avail < FRAME_HEADER_BYTES)
 		return 0;
-	uint32_t n = wire_get_be32(r->buf + r->off);
+	uint32_t n = io_get_be32(r->buf + r->off);
 	if (n > r->max) {
 		r->err = -EMSGSIZE;
 		return r->err;
@@ -933,7 +933,7 @@ int frame_finish(msgpack_sbuffer *sbuf)
 	int rc = frame_check(sbuf->data + FRAME_HEADER_BYTES, n);
 	if (rc < 0)
 		return rc;
-	wire_put_be32((unsigned char *)sbuf->data, (uint32_t)n);
+	io_put_be32((unsigned char *)sbuf->data, (uint32_t)n);
 	return 0;
 }
 

@@ -1,9 +1,9 @@
 /* proto/jsonrpc.c — see jsonrpc.h. */
-#include "jsonrpc.h"
+#include "proto/jsonrpc.h"
 
 #include <string.h>
 
-#include "frame.h"
+#include "proto/frame.h"
 
 /* 1 if a string in the JSON text holds the escape \u0000.  cJSON keeps strings NUL-terminated,
  * so such a string would silently end at the NUL ("ok.txt\u0000../x" reads as "ok.txt"): a

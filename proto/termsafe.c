@@ -1,5 +1,5 @@
 /* proto/termsafe.c — see termsafe.h. */
-#include "termsafe.h"
+#include "proto/termsafe.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* runner/spawn.c — see spawn.h. */
-#include "spawn.h"
+#include "runner/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox.h"
+#include "runner/sandbox/sandbox.h"
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)

@@ -4,7 +4,7 @@
  * temp file (collected by blob_gc) or the complete blob.  Names are checked before any path is
  * built from them, so a caller-supplied name can never reach outside blobs/.
  * Every function returns 0 / -errno (blob_exists: 1 / 0) and prints nothing. */
-#include "blob.h"
+#include "state/blob.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 
 #include <openssl/evp.h>
 
-#include "wire.h"
+#include "proto/io.h"
 
 #define BLOB_DIR "blobs"
 #define TMP_PREFIX ".tmp-"
@@ -63,7 +63,7 @@ void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
 		hex[BLOB_HEX_LEN] = '\0';
 		return;
 	}
-	wire_hex(md, 32, hex);
+	io_hex(md, 32, hex);
 }
 
 int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1])
@@ -77,7 +77,7 @@ int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1])
 		goto fail;
 	for (uint64_t off = 0; off < len;) {
 		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
-		ssize_t n = wire_pread_upto(fd, buf, want, off);
+		ssize_t n = io_pread_upto(fd, buf, want, off);
 		if (n < 0) {
 			rc = (int)n;
 			goto fail;
@@ -92,7 +92,7 @@ int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1])
 	}
 	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
 		goto fail;
-	wire_hex(md, 32, hex);
+	io_hex(md, 32, hex);
 	rc = 0;
 fail:
 	EVP_MD_CTX_free(ctx);
@@ -188,7 +188,7 @@ static int put_impl(struct blob_store *bs, const char *state_dir, const void *da
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if ((rc = fault_at(bs, "write")) < 0 || (rc = wire_write_full(fd, data, len)) < 0)
+	if ((rc = fault_at(bs, "write")) < 0 || (rc = io_write_full(fd, data, len)) < 0)
 		goto fail;
 	if ((rc = fault_at(bs, "fsync")) < 0)
 		goto fail;
@@ -301,7 +301,7 @@ int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
 		rc = -ENOMEM;
 		goto fail;
 	}
-	have = wire_read_upto(fd, buf, (size_t)st.st_size);
+	have = io_read_upto(fd, buf, (size_t)st.st_size);
 	if (have < 0) {
 		rc = (int)have;
 		goto fail;

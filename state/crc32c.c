@@ -3,7 +3,7 @@
  * per step with eight 256-entry tables.  The choice is made on first use and never changes, so
  * both paths must (and the tests check that they do) give identical results.  Pure functions:
  * no allocation, no errors. */
-#include "crc32c.h"
+#include "state/crc32c.h"
 
 #include <endian.h>
 #include <string.h>

@@ -15,9 +15,9 @@
  * Ownership: struct journal owns its fds (all O_CLOEXEC), its batch and its paths; the lock
  * is released by closing the lock fd in journal_close.  Functions return 0 or -errno and write
  * at most one line into err; informational lines go to the caller's log callback. */
-#include "journal.h"
-#include "crc32c.h"
-#include "wire.h"
+#include "state/journal.h"
+#include "state/crc32c.h"
+#include "proto/io.h"
 
 #include <dirent.h>
 #include <endian.h>
@@ -177,7 +177,7 @@ static int head_read(int dirfd, struct head *h)
 
 	if (fd < 0)
 		return -errno;
-	n = wire_pread_upto(fd, buf, sizeof buf, 0);
+	n = io_pread_upto(fd, buf, sizeof buf, 0);
 	close(fd);
 	if (n < 0)
 		return (int)n;
@@ -207,7 +207,7 @@ static int head_write(int dirfd, const struct head *h)
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = wire_pwrite_full(fd, buf, sizeof buf, 0);
+	rc = io_pwrite_full(fd, buf, sizeof buf, 0);
 	if (rc == 0 && fdatasync(fd) < 0)
 		rc = -errno;
 	close(fd);
@@ -481,7 +481,7 @@ static int seg_load(struct seg *s)
 	s->buf = malloc((size_t)st.st_size + 1);
 	if (s->buf == NULL)
 		return -ENOMEM;
-	have = wire_pread_upto(s->fd, s->buf, (size_t)st.st_size, 0);
+	have = io_pread_upto(s->fd, s->buf, (size_t)st.st_size, 0);
 	if (have < 0) {
 		seg_unload(s);
 		return (int)have;
@@ -627,7 +627,7 @@ static int read_header(struct scan *sc, uint64_t seq, int fd, struct seg_hdr *h)
 {
 	char name[SEG_NAME_LEN + 1];
 	unsigned char buf[SEG_HDR];
-	ssize_t n = wire_pread_upto(fd, buf, sizeof buf, 0);
+	ssize_t n = io_pread_upto(fd, buf, sizeof buf, 0);
 
 	seg_name(name, seq);
 	if (n < 0) {
@@ -838,7 +838,7 @@ static int cut_tail(struct scan *sc, struct seg *s, size_t off)
 	fd = openat(sc->dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = wire_pwrite_full(fd, s->buf + off, s->len - off, 0);
+	rc = io_pwrite_full(fd, s->buf + off, s->len - off, 0);
 	if (rc == 0 && fdatasync(fd) < 0)
 		rc = -errno;
 	close(fd);
@@ -1164,7 +1164,7 @@ static int lock_take(int dirfd, const char *state_dir, int *out, char *err, size
 	}
 	/* The pid is only for the message a second instance prints; the lock is the flock. */
 	int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-	if (ftruncate(fd, 0) < 0 || wire_pwrite_full(fd, buf, (size_t)n, 0) < 0) {
+	if (ftruncate(fd, 0) < 0 || io_pwrite_full(fd, buf, (size_t)n, 0) < 0) {
 		rc = -errno;
 		set_err(err, errlen, "%s/journal/" LOCK_NAME ": %s", state_dir, strerror(-rc));
 		close(fd);
@@ -1239,7 +1239,7 @@ static int seg_create(struct journal *j, const struct seg_hdr *h, int finish, in
 	*fd = openat(j->dirfd, tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (*fd < 0)
 		return -errno;
-	rc = wire_pwrite_full(*fd, hdr, sizeof hdr, 0);
+	rc = io_pwrite_full(*fd, hdr, sizeof hdr, 0);
 	if (rc < 0 || !finish)
 		goto out;
 	if (fdatasync(*fd) < 0 || renameat(j->dirfd, tmp, j->dirfd, name) < 0) {
@@ -1310,7 +1310,7 @@ static int batch_add(struct journal *j, uint8_t type, const void *payload, size_
 	 * ahead without syncing, keeping memory bounded whatever the live state's size. */
 	if (j->rw_active && j->blen >= REWRITE_SPILL) {
 		j->rw_crc = crc32c(j->rw_crc, j->batch, j->blen);
-		rc = wire_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
+		rc = io_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
 		if (rc < 0) {
 			j->rw_err = rc;
 			return rc;
@@ -1406,7 +1406,7 @@ int journal_commit(struct journal *j)
 		if (rc < 0)
 			return rc;
 	}
-	rc = wire_pwrite_full(j->fd, j->batch, j->blen, j->off);
+	rc = io_pwrite_full(j->fd, j->batch, j->blen, j->off);
 	if (rc == 0 && fdatasync(j->fd) < 0)
 		rc = -errno;
 	if (rc < 0) {
@@ -1529,7 +1529,7 @@ int journal_rewrite_end(struct journal *j)
 		rc = batch_add(j, JOURNAL_SNAPSHOT_END, end, sizeof end);
 	}
 	if (rc == 0 && j->blen > 0)
-		rc = wire_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
+		rc = io_pwrite_full(j->rw_fd, j->batch, j->blen, j->rw_off);
 	if (rc == 0) {
 		j->rw_off += j->blen;
 		j->blen = 0;

@@ -36,6 +36,16 @@ counts() {
 	if [ "$2" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
 }
 
+# ---- layers: no file includes a header of a layer above its own (scripts/layers.sh) ----
+if out=$(bash scripts/layers.sh); then
+	echo "layers: ok"
+	add layers 1 0
+else
+	echo "$out"
+	echo "layers: FAILED (a file includes a header of a layer above it; see docs/HACKING.md)"
+	add layers 0 1
+fi
+
 # ---- unit tests: each binary ends with "N passed, M failed" ----
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue

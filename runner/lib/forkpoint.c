@@ -3,9 +3,9 @@
  * Frames are read with frame_read(): exactly one header and one payload at a time, never a
  * byte beyond, because the socket may be shared by successive processes (the shell helper)
  * and a byte read too many would be lost with the process. */
-#include "forkpoint.h"
-#include "frame.h"
-#include "wire.h"
+#include "runner/lib/forkpoint.h"
+#include "proto/frame.h"
+#include "proto/io.h"
 
 _Static_assert(FP_CHECKPOINT_MAX == FRAME_CHECKPOINT_MAX, "one checkpoint limit on both sides");
 
@@ -113,7 +113,7 @@ static int send_all(int fd, const unsigned char *p, size_t len)
 			if (errno == EINTR)
 				continue;
 			if (errno == ENOTSOCK)
-				return wire_write_full(fd, p, len);
+				return io_write_full(fd, p, len);
 			return -errno;
 		}
 		p += n;

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "b64.h"
-#include "blob.h"
-#include "crc32c.h"
+#include "proto/b64.h"
+#include "state/blob.h"
+#include "state/crc32c.h"
 
 extern char **environ;
 

@@ -21,16 +21,16 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "b64.h"
+#include "proto/b64.h"
 #include "baseline.h"
-#include "blob.h"
-#include "crc32c.h"
+#include "state/blob.h"
+#include "state/crc32c.h"
 #include "jgen.h"
-#include "loop.h"
+#include "supervisor/core/loop.h"
 #include "mcpc.h"
-#include "persist.h"
-#include "supervisor.h"
-#include "tasks.h"
+#include "supervisor/core/persist.h"
+#include "supervisor/core/supervisor.h"
+#include "supervisor/core/tasks.h"
 
 #define MAX_ROUNDS    9
 #define RPC_TIMEOUT   30000    /* ms for any single answer */

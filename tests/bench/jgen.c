@@ -7,9 +7,9 @@
 #include <time.h>
 #include <msgpack.h>
 
-#include "frame.h"
-#include "journal.h"
-#include "persist.h"
+#include "proto/frame.h"
+#include "state/journal.h"
+#include "supervisor/core/persist.h"
 
 #define COMMIT_EVERY 4096   /* records per group commit while generating */
 

@@ -6,8 +6,8 @@
  * loads must keep config.h's promises: absolute executable argv[0], object input schemas that
  * schema_check() accepts, placeholders that name declared properties.
  * Built by `make fuzz`. */
-#include "config.h"
-#include "schema.h"
+#include "supervisor/core/config.h"
+#include "proto/schema.h"
 #include "tests/fuzz/fuzz_utf8.h"
 #include "tests/unit/check.h"
 

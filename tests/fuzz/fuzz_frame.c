@@ -3,7 +3,7 @@
  * as one payload, through frame_decode; every frame that decodes is converted to JSON, and
  * JSON that converts is packed back and must form a well-formed frame again.
  * Must never crash, leak, hang or trip a sanitizer.  Built by `make fuzz`. */
-#include "frame.h"
+#include "proto/frame.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -5,8 +5,8 @@
  * read-only and writable opens agree, a repaired journal reopens clean with the same records,
  * fsck finds nothing after a repair, and a snapshot written afterwards replays alone.
  * Built by `make fuzz`. */
-#include "journal.h"
-#include "crc32c.h"
+#include "state/journal.h"
+#include "state/crc32c.h"
 #include "tests/unit/check.h"
 
 #include <errno.h>

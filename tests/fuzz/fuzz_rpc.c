@@ -22,14 +22,14 @@
  * Must never crash, leak, hang or trip a sanitizer.  Every line the server writes must be one
  * JSON-RPC 2.0 object (a request, notification, result or error) in well-formed UTF-8,
  * whatever the input.  Built by `make fuzz`. */
-#include "config.h"
-#include "loop.h"
-#include "persist.h"
-#include "sandbox.h"
-#include "server.h"
-#include "supervisor.h"
-#include "tasks.h"
-#include "transfer.h"
+#include "supervisor/core/config.h"
+#include "supervisor/core/loop.h"
+#include "supervisor/core/persist.h"
+#include "runner/sandbox/sandbox.h"
+#include "supervisor/mcp/server.h"
+#include "supervisor/core/supervisor.h"
+#include "supervisor/core/tasks.h"
+#include "supervisor/core/transfer.h"
 #include "tests/fuzz/fuzz_utf8.h"
 #include "tests/unit/check.h"
 

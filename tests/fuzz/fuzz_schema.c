@@ -9,7 +9,7 @@
  *   - validation is idempotent: a value that passed (defaults now filled in) passes again and
  *     is not changed by it.
  * Built by `make fuzz`. */
-#include "schema.h"
+#include "proto/schema.h"
 #include "tests/fuzz/fuzz_utf8.h"
 
 #include <stdint.h>

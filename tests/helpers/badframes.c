@@ -31,8 +31,8 @@
  *
  * After the abuse the job naps for up to 60 s: the supervisor is expected to kill it long
  * before.  Exit status 3 means "the supervisor let me finish", 2 a usage or setup error. */
-#include "frame.h"
-#include "wire.h"
+#include "proto/frame.h"
+#include "proto/io.h"
 
 #include <cJSON.h>
 #include <errno.h>
@@ -53,10 +53,10 @@ static int send_frame(int fd, const unsigned char *payload, size_t len)
 {
 	unsigned char hdr[4];
 
-	wire_put_be32(hdr, (uint32_t)len);
-	if (wire_write_full(fd, hdr, sizeof hdr) < 0)
+	io_put_be32(hdr, (uint32_t)len);
+	if (io_write_full(fd, hdr, sizeof hdr) < 0)
 		return -1;
-	return wire_write_full(fd, payload, len);
+	return io_write_full(fd, payload, len);
 }
 
 /* The fixed prefix of a two-entry map {"type":"progress","message": <value follows>}. */
@@ -94,7 +94,7 @@ static int mode_garbage(int fd)
 	if (send_frame(fd, buf, 64) < 0)
 		return -1;
 	for (int i = 0; i < 16; i++)
-		if (wire_write_full(fd, buf, sizeof buf) < 0)
+		if (io_write_full(fd, buf, sizeof buf) < 0)
 			return -1;
 	return 0;
 }
@@ -103,11 +103,11 @@ static int mode_oversize(int fd)
 {
 	unsigned char hdr[4];
 
-	wire_put_be32(hdr, 0x80000000u);
-	if (wire_write_full(fd, hdr, sizeof hdr) < 0)
+	io_put_be32(hdr, 0x80000000u);
+	if (io_write_full(fd, hdr, sizeof hdr) < 0)
 		return -1;
 	for (int i = 0; i < 64; i++)
-		if (wire_write_full(fd, "\x81\xa4type", 6) < 0)
+		if (io_write_full(fd, "\x81\xa4type", 6) < 0)
 			return -1;
 	return 0;
 }
@@ -152,12 +152,12 @@ static int mode_flood(int fd)
 	size_t n = 0;
 
 	for (int i = 0; i < 64; i++) {
-		wire_put_be32(batch + n, (uint32_t)sizeof p);
+		io_put_be32(batch + n, (uint32_t)sizeof p);
 		memcpy(batch + n + 4, p, sizeof p);
 		n += 4 + sizeof p;
 	}
 	for (;;)
-		if (wire_write_full(fd, batch, n) < 0)
+		if (io_write_full(fd, batch, n) < 0)
 			return -1;
 }
 
@@ -168,7 +168,7 @@ static int mode_bigout(void)
 	for (size_t i = 0; i < sizeof chunk; i++)
 		chunk[i] = (i % 64 == 63) ? '\n' : (char)('a' + i % 26);
 	for (int i = 0; i < 1600; i++)   /* 1600 * 64 KiB = 100 MiB */
-		if (wire_write_full(STDOUT_FILENO, chunk, sizeof chunk) < 0)
+		if (io_write_full(STDOUT_FILENO, chunk, sizeof chunk) < 0)
 			return -1;
 	return 0;
 }
@@ -195,7 +195,7 @@ static int send_json(int fd, const cJSON *v)
 	if (rc == 0)
 		rc = frame_finish(&sb);
 	if (rc == 0)
-		rc = wire_write_full(fd, sb.data, sb.size);
+		rc = io_write_full(fd, sb.data, sb.size);
 	msgpack_sbuffer_destroy(&sb);
 	return rc;
 }
@@ -300,12 +300,12 @@ static int mode_exactout(const cJSON *args)
 	if (!buf)
 		return -1;
 	memset(buf, 'x', (size_t)bytes);
-	int rc = wire_write_full(STDOUT_FILENO, buf, (size_t)bytes);
+	int rc = io_write_full(STDOUT_FILENO, buf, (size_t)bytes);
 	free(buf);
 	if (rc < 0)
 		return -1;
 	wait_stdout_drained();
-	if (wire_write_full(STDOUT_FILENO, "after\n", 6) < 0)
+	if (io_write_full(STDOUT_FILENO, "after\n", 6) < 0)
 		return -1;
 	exit(0);
 }
@@ -345,7 +345,7 @@ static int checkpoint_of(int fd, size_t n)
 	frame_pack_kv_str(&pk, "type", "checkpoint");
 	frame_pack_kv_int(&pk, "seq", 1);
 	frame_pack_kv_bin(&pk, "data", data, n);
-	int rc = frame_finish(&sb) == 0 ? wire_write_full(fd, sb.data, sb.size) : -1;
+	int rc = frame_finish(&sb) == 0 ? io_write_full(fd, sb.data, sb.size) : -1;
 	msgpack_sbuffer_destroy(&sb);
 	free(data);
 	while (rc == 0) {
@@ -427,7 +427,7 @@ static int mode_artswap(int fd)
 	struct timespec ts = { 0, 5 * 1000 * 1000 };
 	snprintf(path, sizeof path, "%s/outputs/a.txt", work ? work : ".");
 	int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (f < 0 || wire_write_full(f, "original\n", 9) < 0)
+	if (f < 0 || io_write_full(f, "original\n", 9) < 0)
 		return -1;
 	close(f);
 	if (send_text(fd, "{\"type\":\"result\",\"value\":{\"wrote\":\"a.txt\"}}") < 0)

@@ -15,7 +15,7 @@
  * would send); checkpoints go through libforkpoint so each one is acknowledged.  Exit 0 once
  * everything is sent, 1 if the supervisor hung up, 2 on a usage error. */
 #include "forkpoint.h"
-#include "wire.h"
+#include "proto/io.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -38,12 +38,12 @@ static int send_result(int fd, unsigned char hdr_type, uint32_t count, unsigned 
 	unsigned char *p = malloc(4 + len);
 	if (!p)
 		return -1;
-	wire_put_be32(p, (uint32_t)len);
+	io_put_be32(p, (uint32_t)len);
 	memcpy(p + 4, result_prefix, sizeof result_prefix);
 	p[4 + sizeof result_prefix] = hdr_type;
-	wire_put_be32(p + 5 + sizeof result_prefix, count);
+	io_put_be32(p + 5 + sizeof result_prefix, count);
 	memset(p + 9 + sizeof result_prefix, fill, count);
-	int rc = wire_write_full(fd, p, 4 + len);
+	int rc = io_write_full(fd, p, 4 + len);
 	free(p);
 	return rc;
 }

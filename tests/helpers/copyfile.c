@@ -5,7 +5,7 @@
  *   copyfile INPUT NAME [reverse|copy] [MARKER...]
  *
  * Prints "copied N bytes" and exits 0; exits 1 with a message on stderr on any error. */
-#include "wire.h"
+#include "proto/io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,7 +37,7 @@ int main(int argc, char **argv)
 	}
 	for (;;) {
 		/* Whole blocks, so "reverse" means the same thing however read() splits the file. */
-		ssize_t n = wire_read_upto(in, buf, BLOCK);
+		ssize_t n = io_read_upto(in, buf, BLOCK);
 		if (n < 0) {
 			fprintf(stderr, "copyfile: read: %s\n", strerror((int)-n));
 			goto out;
@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 				buf[i] = buf[got - 1 - i];
 				buf[got - 1 - i] = c;
 			}
-		int wrc = wire_write_full(fd, buf, got);
+		int wrc = io_write_full(fd, buf, got);
 		if (wrc < 0) {
 			fprintf(stderr, "copyfile: write: %s\n", strerror(-wrc));
 			goto out;

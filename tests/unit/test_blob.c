@@ -2,7 +2,7 @@
  * stored once, damaged blobs detected, names that could escape the store refused, and
  * garbage collection of unreferenced blobs and leftover temp files.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "blob.h"
+#include "state/blob.h"
 #include "check.h"
 
 #include <dirent.h>

@@ -2,7 +2,7 @@
  * bit-by-bit reference, the hardware path against the table path on every length 0..1024 at
  * every alignment, incremental extension, and the on-disk mask.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "crc32c.h"
+#include "state/crc32c.h"
 #include "check.h"
 
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* tests/unit/test_frame.c — the frame codec: round trips of every message type, hostile
  * payloads, a seeded fuzz run, the incremental reader, JSON conversion.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "frame.h"
-#include "wire.h"
+#include "proto/frame.h"
+#include "proto/io.h"
 #include "check.h"
 
 #include <errno.h>
@@ -108,7 +108,7 @@ static void test_round_trips(struct tally *t)
 	frame_pack_kv_bin(&pk, "checkpoint", "\x00\x01\xff", 3);
 	frame_pack_kv_int(&pk, "checkpointSeq", 41);
 	CHECK(t, frame_finish(&b.sbuf) == 0, "start: frame finished");
-	CHECK(t, wire_get_be32((unsigned char *)b.sbuf.data) == b.sbuf.size - 4,
+	CHECK(t, io_get_be32((unsigned char *)b.sbuf.data) == b.sbuf.size - 4,
 	      "start: header holds the payload length, big-endian");
 	CHECK(t, decode_built(&b, &f) == 0, "start: decodes");
 	CHECK(t, strcmp(frame_type(&f, type, sizeof type), "start") == 0, "start: type");
@@ -426,7 +426,7 @@ static void test_reader(struct tally *t)
 	r = frame_reader_new(1024);
 	/* a good frame followed by an oversized header in the same feed */
 	unsigned char mixed[64];
-	size_t first = 4 + wire_get_be32((unsigned char *)all.data);
+	size_t first = 4 + io_get_be32((unsigned char *)all.data);
 	memcpy(mixed, all.data, first);
 	memcpy(mixed + first, over, 4);
 	CHECK(t, frame_reader_feed(r, mixed, first + 4) == -EMSGSIZE,
@@ -495,7 +495,7 @@ static void test_reader(struct tally *t)
 	/* frame_read over a socket: exactly one frame per call, nothing more consumed */
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
-		wire_write_full(sv[0], all.data, all.size);
+		io_write_full(sv[0], all.data, all.size);
 		int rc1 = frame_read(sv[1], 1024, &f);
 		int ok = rc1 == 0 && int_is(&f.root, "seq", 1);
 		frame_release(&f);
@@ -511,7 +511,7 @@ static void test_reader(struct tally *t)
 		CHECK(t, ok && got == 2 && frame_reader_pending(rest) == 0,
 		      "frame_read consumes exactly one frame");
 		frame_reader_free(rest);
-		wire_write_full(sv[0], huge, 4);
+		io_write_full(sv[0], huge, 4);
 		CHECK(t, frame_read(sv[1], 1024, &f) == -EMSGSIZE, "frame_read refuses an oversized header");
 		close(sv[0]);
 		CHECK(t, frame_read(sv[1], 1024, &f) == -EPIPE, "frame_read reports EOF as -EPIPE");
@@ -770,7 +770,7 @@ static void test_fuzz(struct tally *t)
 		/* The same bytes through the reader must agree with frame_decode. */
 		if (run % 16 == 0) {
 			unsigned char hdr[4];
-			wire_put_be32(hdr, (uint32_t)len);
+			io_put_be32(hdr, (uint32_t)len);
 			struct frame_reader *rd = frame_reader_new(4096);
 			frame_reader_feed(rd, hdr, 4);
 			frame_reader_feed(rd, buf, len);
@@ -801,7 +801,7 @@ static unsigned char *nils_payload(size_t n, size_t *len)
 	if (!p)
 		exit(2);
 	memcpy(p, "\x81\xa1v\xdd", 4);
-	wire_put_be32(p + 4, (uint32_t)n);
+	io_put_be32(p + 4, (uint32_t)n);
 	memset(p + 8, 0xc0, n);
 	return p;
 }
@@ -830,7 +830,7 @@ static void test_node_budget(struct tally *t)
 	p = nils_payload(FRAME_MAX_NODES, &len);
 	struct frame_reader *r = frame_reader_new(16u << 20);
 	unsigned char hdr[4];
-	wire_put_be32(hdr, (uint32_t)len);
+	io_put_be32(hdr, (uint32_t)len);
 	CHECK(t, r && frame_reader_feed(r, hdr, 4) == 0 && frame_reader_feed(r, p, len) == 0, "reader takes the bytes");
 	CHECK(t, frame_reader_next(r, &f) == -E2BIG, "reader: -E2BIG");
 	CHECK(t, frame_reader_next(r, &f) == -E2BIG, "reader: still poisoned");

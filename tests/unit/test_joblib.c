@@ -2,9 +2,9 @@
  * supervisor: the test process plays the supervisor on one end of a socketpair, a forked
  * child plays the job with FORKPOINT_FD naming the other end.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "forkpoint.h"
-#include "frame.h"
-#include "wire.h"
+#include "runner/lib/forkpoint.h"
+#include "proto/frame.h"
+#include "proto/io.h"
 #include "check.h"
 
 #include <errno.h>
@@ -47,7 +47,7 @@ static int send_buf(int fd, msgpack_sbuffer *s)
 {
 	int rc = frame_finish(s);
 	if (rc == 0)
-		rc = wire_write_full(fd, s->data, s->size);
+		rc = io_write_full(fd, s->data, s->size);
 	msgpack_sbuffer_destroy(s);
 	return rc;
 }
@@ -587,12 +587,12 @@ static void test_open_errors(struct tally *t)
 	close(sup);
 
 	pid = start_job(job_open_only, &sup, NULL);
-	wire_write_full(sup, "\xff\xff\xff\xff", 4);
+	io_write_full(sup, "\xff\xff\xff\xff", 4);
 	CHECK(t, reap(pid) == EPROTO, "declared length 2^32-1: EPROTO");
 	close(sup);
 
 	pid = start_job(job_open_only, &sup, NULL);
-	wire_write_full(sup, "\x00\x00\x00\x02\x91\xc0", 6);
+	io_write_full(sup, "\x00\x00\x00\x02\x91\xc0", 6);
 	CHECK(t, reap(pid) == EPROTO, "non-map payload: EPROTO");
 	close(sup);
 
@@ -770,7 +770,7 @@ static struct helper_run run_helper(const char *path, int fd, const char *input,
 	close(in[0]);
 	close(out[1]);
 	if (input)
-		wire_write_full(in[1], input, strlen(input));
+		io_write_full(in[1], input, strlen(input));
 	close(in[1]);
 	h.out = out[0];
 	return h;

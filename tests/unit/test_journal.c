@@ -7,8 +7,8 @@
  * Files are built and damaged with this file's own encoder, so the on-disk format is checked
  * against journal.h independently of journal.c.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "journal.h"
-#include "crc32c.h"
+#include "state/journal.h"
+#include "state/crc32c.h"
 #include "check.h"
 
 #include <dirent.h>

@@ -2,8 +2,8 @@
  * responses, and each kind of invalid message with its error code), and the builders' output:
  * one line of valid UTF-8 JSON whatever strings went into it.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "jsonrpc.h"
-#include "frame.h"
+#include "proto/jsonrpc.h"
+#include "proto/frame.h"
 #include "check.h"
 
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * (the commit retry after a failed fdatasync depends on it: without it, the retry waited for
  * the next unrelated timer, tens of seconds away).
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "loop.h"
+#include "supervisor/core/loop.h"
 #include "check.h"
 
 #include <stdio.h>

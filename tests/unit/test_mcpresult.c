@@ -3,7 +3,7 @@
  * _meta and unknown key, and are refused for unknown block types, file:/script/data links and
  * other tasks' forkpoint:// resources, bad base64 and mistyped top-level fields.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "mcpresult.h"
+#include "supervisor/mcp/mcpresult.h"
 #include "check.h"
 
 #include <stdlib.h>

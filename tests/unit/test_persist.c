@@ -4,7 +4,7 @@
  * once per episode; recovery messages reach the log at the default level; a replay refusal
  * names file and offset; a lost checkpoint blob is named alike by start-up and fsck.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "persist.h"
+#include "supervisor/core/persist.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "journal.h"
-#include "loop.h"
-#include "ops.h"
-#include "tasks.h"
+#include "state/journal.h"
+#include "supervisor/core/loop.h"
+#include "supervisor/cli/ops.h"
+#include "supervisor/core/tasks.h"
 
 #include "check.h"
 

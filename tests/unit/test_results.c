@@ -15,10 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "blob.h"
-#include "config.h"
-#include "persist.h"
-#include "tasks.h"
+#include "state/blob.h"
+#include "supervisor/core/config.h"
+#include "supervisor/core/persist.h"
+#include "supervisor/core/tasks.h"
 
 #include "check.h"
 

@@ -4,7 +4,7 @@
  * magic links, FIFOs, nested and symlinked roots, and an empty roots list.  Every check runs
  * twice: with openat2 and with the component walk used where openat2 is missing.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "roots.h"
+#include "supervisor/core/roots.h"
 #include "check.h"
 
 #include <errno.h>

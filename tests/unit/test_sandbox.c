@@ -4,10 +4,10 @@
  * it (exit status through the namespace init, what the job can see, killing a tree that left
  * its session).  Parts whose kernel feature is missing print "skip: …" and count nothing.
  * Prints "N passed, M failed" last. */
-#include "sandbox.h"
-#include "sandbox_landlock.h"
-#include "sandbox_seccomp.h"
-#include "spawn.h"
+#include "runner/sandbox/sandbox.h"
+#include "runner/sandbox/landlock.h"
+#include "runner/sandbox/seccomp.h"
+#include "runner/spawn.h"
 #include "check.h"
 
 #include <arpa/inet.h>

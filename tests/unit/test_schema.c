@@ -1,7 +1,7 @@
 /* tests/unit/test_schema.c — the argument schema subset: schema_check() accepting the subset and
  * refusing everything else by name, and schema_validate() with exact messages, field paths and
  * defaults.  Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "schema.h"
+#include "proto/schema.h"
 #include "check.h"
 
 #include <math.h>

@@ -4,8 +4,8 @@
  * ones, and backpressure: a peer that does not read its answers stops the session from handing
  * out requests until the queue drains.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "session.h"
-#include "loop.h"
+#include "supervisor/mcp/session.h"
+#include "supervisor/core/loop.h"
 #include "check.h"
 
 #include <fcntl.h>

@@ -5,11 +5,11 @@
  * (maxConcurrent is set to 0 after loading, so every task stays queued).
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "check.h"
-#include "config.h"
-#include "journal.h"
-#include "persist.h"
-#include "supervisor.h"
-#include "tasks.h"
+#include "supervisor/core/config.h"
+#include "state/journal.h"
+#include "supervisor/core/persist.h"
+#include "supervisor/core/supervisor.h"
+#include "supervisor/core/tasks.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -4,9 +4,9 @@
  * every split point, random bytes that always come out safe and within the bound, and the
  * supervisor's log lines, which quote job text their own way.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "termsafe.h"
-#include "frame.h"
-#include "log.h"
+#include "proto/termsafe.h"
+#include "proto/frame.h"
+#include "supervisor/core/log.h"
 #include "check.h"
 
 #include <cJSON.h>

@@ -12,7 +12,7 @@
  * Files into jobs (transfer_prepare_args), artifacts, resources/list (with pagination),
  * templates, resources/read, the result link.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
-#include "transfer.h"
+#include "supervisor/core/transfer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,13 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "b64.h"
-#include "blob.h"
-#include "config.h"
-#include "persist.h"
-#include "resources.h"
-#include "tasks.h"
-#include "workers.h"
+#include "proto/b64.h"
+#include "state/blob.h"
+#include "supervisor/core/config.h"
+#include "supervisor/core/persist.h"
+#include "supervisor/mcp/resources.h"
+#include "supervisor/core/tasks.h"
+#include "supervisor/core/workers.h"
 
 #include "check.h"
 

@@ -3,7 +3,7 @@
  * serving timers while a job blocks; workers_free drops queued jobs (done with ran=0), lets a
  * running one see workers_stopping() and finish, and calls every done exactly once.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "workers.h"
+#include "supervisor/core/workers.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "loop.h"
+#include "supervisor/core/loop.h"
 #include "check.h"
 
 struct job {

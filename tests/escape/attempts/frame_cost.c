@@ -16,8 +16,8 @@
  * itself only reports an escape it can see from inside. */
 #include "attempt.h"
 #include "forkpoint.h"
-#include "frame.h"
-#include "wire.h"
+#include "proto/frame.h"
+#include "proto/io.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -38,7 +38,7 @@ static int job_fd(void)
 
 static void put(int fd, const void *p, size_t n)
 {
-	if (wire_write_full(fd, p, n) < 0)
+	if (io_write_full(fd, p, n) < 0)
 		contained("the supervisor closed the socket: %s", strerror(errno));
 }
 
@@ -53,10 +53,10 @@ static void result_frame(int fd, unsigned char hdr_type, uint32_t count, unsigne
 	unsigned char *p = malloc(4 + len);
 	if (!p)
 		escaped("nothing to try: out of memory");
-	wire_put_be32(p, (uint32_t)len);
+	io_put_be32(p, (uint32_t)len);
 	memcpy(p + 4, pre, sizeof pre);
 	p[4 + sizeof pre] = hdr_type;
-	wire_put_be32(p + 5 + sizeof pre, count);
+	io_put_be32(p + 5 + sizeof pre, count);
 	memset(p + 9 + sizeof pre, fill, count);
 	put(fd, p, 4 + len);
 	free(p);

@@ -1,0 +1,102 @@
+/* supervisor/persist.h — what forkpoint writes to the journal about tasks, and how a journal is
+ * replayed back into the task table.  state/journal.c stores opaque records; this module gives
+ * them meaning.  Each record is one msgpack map; JSON values (arguments, results, answers) are
+ * carried as JSON text so their depth never meets the frame nesting limit.
+ *
+ * The promises (task accepted, answer recorded, checkpoint stored, cancel requested, terminal
+ * state) are appended by the calls below in the same loop turn as the change, and the turn's
+ * responses and job frames are held back until persist_commit() has made them durable.  A
+ * record that cannot be appended is reported to the caller, which then does not make the
+ * change.  While commits fail (persist_fault), the held answers stay held until a retry
+ * succeeds, and new changes are refused by the callers.  Progress is not a promise: it is
+ * coalesced per task and written with the next batch. */
+#ifndef FP_PERSIST_H
+#define FP_PERSIST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "supervisor/core/supervisor.h"
+#include "supervisor/core/tasks.h"
+#include "proto/frame.h"
+
+/* Record types (the journal's type byte). */
+enum {
+	REC_CREATE = 1, REC_START = 2, REC_PROGRESS = 3, REC_CHECKPOINT = 4, REC_ASK = 5,
+	REC_ANSWER = 6, REC_FINISH = 7, REC_RETRY = 8, REC_EXPIRE = 9,
+	REC_SNAP_TASK = 32, REC_SNAP_TOMB = 33,
+	/* 64..95 belong to file transfers (transfer.c): appended with persist_append, replayed
+	 * through transfer_replay(), written into snapshots by transfer_snapshot(). */
+	REC_EXT_FIRST = 64, REC_EXT_LAST = 95,
+};
+
+/* Append a record built by another module (types REC_EXT_FIRST..REC_EXT_LAST).  The payload is a
+ * msgpack map.  0 or -errno. */
+int persist_append(struct persist *p, uint8_t type, const void *payload, size_t len);
+
+struct persist;
+
+/* Open the journal in sv->state_dir and replay it into sv->tasks (which must exist, empty).
+ * read_only: for ls/show/logs — no lock, nothing written.  0, or -errno with a message. */
+int persist_open(struct supervisor *sv, int read_only, struct persist **out, char *err, size_t errlen);
+/* The same, calling tap for every task record before it is applied (forkpoint show's timeline). */
+typedef void (*persist_tap)(void *arg, int type, const char *task_id, const msgpack_object *rec);
+int persist_open_tap(struct supervisor *sv, int read_only, persist_tap tap, void *tap_arg,
+                     struct persist **out, char *err, size_t errlen);
+/* Name of a record type, for humans. */
+const char *persist_type_name(int type);
+void persist_close(struct persist *p);
+uint64_t persist_records_replayed(const struct persist *p);
+
+/* The record writers below append one record each, in the same loop turn as the change they
+ * describe.  They return 0, or -errno when the record could not be appended (-EMSGSIZE over
+ * the journal's record limit, -ENOMEM, -EROFS): then nothing about it may be promised, and
+ * the caller must not make (or must undo) the change in memory. */
+int persist_created(struct persist *p, struct task *t);
+int persist_started(struct persist *p, struct task *t);
+void persist_progress(struct persist *p, struct task *t);   /* marks dirty; coalesced */
+/* Store checkpoint bytes (large ones as a blob, durably) and record it.  The blob of the
+ * checkpoint it replaces is deleted after the commit that makes this record durable (never
+ * before: until then a crash replays the old one), unless another task refers to it.
+ * 0, -EDQUOT over server.stateDirMaxMB, or -errno. */
+int persist_checkpoint(struct persist *p, struct task *t);
+int persist_asked(struct persist *p, struct task *t);
+int persist_answered(struct persist *p, struct task *t, const char *qid, const cJSON *response);
+/* Store a large result's JSON text as a blob, durably, before any record names it: sets
+ * t->result_blob and t->result_bytes.  0, -EDQUOT over server.stateDirMaxMB, or -errno (the
+ * task then keeps the text and tries again). */
+int persist_store_result(struct persist *p, struct task *t, const char *text, size_t len);
+/* Bytes the state dir holds in blobs and journal segments (what stateDirMaxMB bounds). */
+uint64_t persist_disk_bytes(const struct persist *p);
+/* The journal's blob store, for tests that set its fault hook (blob.h); the server never does. */
+struct blob_store *persist_blob_store(struct persist *p);
+/* Terminal state (a result already in t->result_blob is referenced, a large one in t->result
+ * goes to a blob).  0 or -errno. */
+int persist_finished(struct persist *p, struct task *t);
+int persist_retry(struct persist *p, struct task *t);
+int persist_expired(struct persist *p, const char *id, int64_t until);
+/* The blobs of a task that is going away (after its EXPIRE record): deleted after the next
+ * commit, unless another task refers to them. */
+void persist_release(struct persist *p, const struct task *t);
+
+/* 0 while commits succeed; -errno of the last failed commit while they fail (ENOSPC, EIO):
+ * then new promises must be refused up front (storage_unavailable), as they could not be
+ * kept.  Cleared by the first commit that succeeds. */
+int persist_fault(const struct persist *p);
+/* 1 if every record appended about t is durable: a read of t may then be answered at once,
+ * even while a later batch is still waiting for its commit. */
+int persist_task_durable(const struct persist *p, const struct task *t);
+
+/* Make everything appended durable (one write + one fdatasync).  0, or -errno (the batch stays
+ * and is retried on the next call; nothing that depends on it may be released). */
+int persist_commit(struct persist *p);
+/* Bytes waiting for commit (0: nothing to hold back). */
+size_t persist_pending(const struct persist *p);
+/* Compact if the journal has grown past its threshold (8 MiB plus twice the snapshot it
+ * starts from, also after a restart): snapshot of the live state, old segments removed,
+ * unreferenced blobs collected.  After a failed compaction, maybe_compact waits (1 s, doubling
+ * up to 5 min) before the next attempt; the first failure of such an episode is logged as an
+ * error, the first success after it as a notice.  persist_compact tries now.  0 or -errno. */
+int persist_maybe_compact(struct persist *p);
+int persist_compact(struct persist *p);
+
+#endif

@@ -1,0 +1,2773 @@
+/* supervisor/transfer.c — see transfer.h; docs/files.md is the model-facing description.
+ *
+ * An upload is staged in the destination folder itself, as ".fp-upload-<handle>.part", so the
+ * commit is one rename in a folder whose descriptor was opened (through roots.c) when the
+ * upload was opened: nothing done to the path afterwards can redirect it.  Every chunk is
+ * written at the cursor with pwrite and fdatasync'd before its journal record is appended;
+ * the record becomes durable with the turn's group commit, before the answer is released.
+ * The running sha256 is an EVP_MD_CTX fed each chunk once; after a restart it is rebuilt from
+ * the staged bytes (cut back to the journaled cursor) exactly once, in transfers_recover().
+ *
+ * A download keeps the descriptor it hashed at open, so the bytes read are the bytes hashed.
+ *
+ * Journal records (types 64..95, msgpack maps):
+ *   64 open    {h, dir, path, size, want, ow, at, dev, ino, sha}
+ *   65 chunk   {h, off, len, at}                 the cursor is off + len
+ *   66 end     {h, state, sha, size, msg, at}    committed or failed
+ *   67 gone    {h, until}                        removed; answers transfer_expired until `until`
+ *   68 cursor  {h, cursor, at}                   fewer staged bytes survived than journaled
+ *   80 snap    a whole transfer (compaction)
+ *   81 tomb    {h, until}                        (compaction) */
+#include "supervisor/core/transfer.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+
+#include "proto/b64.h"
+#include "state/blob.h"
+#include "supervisor/mcp/facade.h"
+#include "proto/frame.h"
+#include "supervisor/core/persist.h"
+#include "supervisor/mcp/resources.h"
+#include "supervisor/core/roots.h"
+#include "proto/schema.h"
+#include "supervisor/core/tasks.h"
+#include "proto/io.h"
+#include "supervisor/core/workers.h"
+
+#define XFER_TTL_MS     (7LL * 24 * 3600 * 1000)
+#define CHUNK_SIZE      (256 * 1024)
+#define CHUNK_MAX       (1024 * 1024)
+#define CHUNK_B64_MAX   ((CHUNK_MAX + 2) / 3 * 4)
+#define XFER_MAX_BYTES  (64LL << 30)
+#define STAGE_PREFIX    ".fp-upload-"   /* reserved in roots: the commit's temporary name */
+#define STAGE_DIR       "uploads"       /* staged bytes: <state>/uploads/<handle>.part */
+#define FH_MAX          128             /* MAX_HANDLE_SZ */
+#define FH_HEX          (2 * (FH_MAX + 4) + 1)
+#define IO_BUF          (1 << 20)
+#define MAX_READY       64          /* transfers holding descriptors at once */
+#define JSON_INT_MAX    9007199254740991.0   /* 2^53 - 1: larger integers do not survive JSON */
+#define HASH_INLINE_MAX (1 << 20)  /* files up to this are hashed on the loop: quicker than a hop */
+
+enum {
+	REC_X_OPEN = 64, REC_X_CHUNK = 65, REC_X_END = 66, REC_X_GONE = 67, REC_X_CURSOR = 68,
+	REC_X_INTENT = 69, REC_X_ARTSHA = 70, REC_X_SNAP = 80, REC_X_TOMB = 81,
+};
+
+/* Which file or folder, in a way that survives a reboot.  st_dev is only a number the kernel
+ * gave the mount this time; the inode number, the file handle (which carries the inode's
+ * generation, so a reused inode number differs) and, on most file systems, f_fsid (ext4 and
+ * btrfs derive it from the file system's UUID) stay.  See fid_same. */
+struct fid {
+	uint64_t dev, ino, fsid;
+	char fh[FH_HEX];            /* name_to_handle_at, hex of type + bytes; "" if unsupported */
+};
+
+enum xdir { X_UPLOAD, X_DOWNLOAD };
+enum xstate { XS_ACTIVE, XS_COMMITTED, XS_FAILED };
+
+struct xfer {
+	char h[33];
+	enum xdir dir;
+	enum xstate state;
+	char *path;                 /* absolute path inside a root, or a forkpoint:// artifact URI */
+	int64_t size;               /* upload: declared (-1: not given); download: the file's */
+	char want[65];              /* upload: declared sha256 ("" if none) */
+	char sha[65];               /* committed upload, download: the file's sha256 */
+	int overwrite;
+	int64_t cursor;             /* upload: bytes acknowledged; download: default next offset */
+	int64_t last_off, last_len; /* upload: the last acknowledged chunk (duplicate detection) */
+	int64_t created_ms, touched_ms, finished_ms;
+	struct fid id;              /* upload: destination folder; download: the file */
+	struct fid pub;             /* upload: the inode its commit publishes (intent record) */
+	int intent;                 /* pub is set: the commit may have been published */
+	char *msg;                  /* failed: why */
+	/* runtime, not journaled */
+	int ready;                  /* descriptors (and hash state) set up */
+	int parked;                 /* descriptors closed to save them; hash state kept */
+	int committing;             /* a cross-file-system copy for its commit is in the pool */
+	struct xack *acks;          /* upload: chunks waiting for their sync, oldest first */
+	int rehashing;              /* upload: its staged bytes are being hashed in the pool */
+	struct xwait *waiters;      /* calls waiting for that hash, oldest first */
+	int64_t dlast_off, dlast_len; /* the last chunk journaled, while acks are pending */
+	int dirfd, fd;
+	int pubfd;                  /* upload: the inode the commit publishes (fd itself, or a copy) */
+	struct timespec mtime, ctime; /* download: the file's times when hashed */
+	EVP_MD_CTX *md;
+	struct xfer *next;
+};
+
+/* An upload chunk written but not acknowledged yet: its staged bytes are being synced in the
+ * worker pool.  Answered (and journaled) in order once a sync that covers it is done. */
+struct xack {
+	int64_t off, len;
+	int dup;                    /* a repeat of this chunk: answered as a duplicate */
+	struct transfer_later later;
+	struct xack *next;
+};
+
+/* A write or commit that came while the upload's hash was being rebuilt in the pool. */
+struct xwait {
+	char name[32];
+	cJSON *args;
+	struct transfer_later later;
+	struct xwait *next;
+};
+
+struct xtomb {
+	char h[33];
+	int64_t until;
+	struct xtomb *next;
+};
+
+struct transfers {
+	struct supervisor *sv;
+	struct roots *roots;
+	int updir;                  /* <state>/uploads: staging no job can reach */
+	struct xfer *list;
+	struct xtomb *tombs;
+	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
+	char *enc;                  /* B64_ENCODED_SIZE(CHUNK_MAX) */
+	size_t jobs;                /* jobs in the worker pool */
+	unsigned long deferred;     /* answers taken to be given later (transfers_deferred) */
+	char msg[1024];             /* transfers_msgbuf */
+};
+
+/* ---- small helpers ----------------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+	return loop_wall_ms();
+}
+
+static void iso(int64_t ms, char out[64])
+{
+	facade_iso_time(ms, out);
+}
+
+static int is_hex(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return s[n] == 0;
+}
+
+/* Feed bytes [0, len) of fd into md.  0, -EIO if the file is shorter, or -errno. */
+static int hash_range(struct transfers *tr, int fd, int64_t len, EVP_MD_CTX *md)
+{
+	int64_t off = 0;
+	while (off < len) {
+		size_t want = (size_t)(len - off < IO_BUF ? len - off : IO_BUF);
+		ssize_t r = io_pread_upto(fd, tr->buf2, want, off);
+		if (r < 0)
+			return (int)r;
+		if ((size_t)r < want)
+			return -EIO;
+		EVP_DigestUpdate(md, tr->buf2, (size_t)r);
+		off += r;
+	}
+	return 0;
+}
+
+static EVP_MD_CTX *md_new(void)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(md);
+		md = NULL;
+	}
+	return md;
+}
+
+/* The hex digest of md so far, leaving md as it is (uploads keep appending after a failed
+ * commit). */
+static int md_peek(EVP_MD_CTX *md, char out[65])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned n = 0;
+	int rc = -ENOMEM;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	if (c && EVP_MD_CTX_copy_ex(c, md) == 1 && EVP_DigestFinal_ex(c, d, &n) == 1 && n == 32) {
+		io_hex(d, 32, out);
+		rc = 0;
+	}
+	EVP_MD_CTX_free(c);
+	return rc;
+}
+
+/* The staged bytes' name in <state>/uploads, and the temporary name a commit with overwrite
+ * links them to in the destination folder. */
+static void stage_name(const struct xfer *x, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s.part", x->h);
+}
+
+static void temp_name(const struct xfer *x, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s.part", STAGE_PREFIX, x->h);
+}
+
+/* A cross-file-system copy's name where O_TMPFILE is missing. */
+static void copy_name(const struct xfer *x, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s.copy", STAGE_PREFIX, x->h);
+}
+
+static void fid_of_stat(const struct stat *st, int fd, struct fid *f)
+{
+	struct statfs sf;
+	union { struct file_handle h; char b[sizeof(struct file_handle) + FH_MAX]; } u;
+	int mnt;
+	memset(f, 0, sizeof *f);
+	f->dev = (uint64_t)st->st_dev;
+	f->ino = (uint64_t)st->st_ino;
+	if (fstatfs(fd, &sf) == 0) {
+		uint32_t a, b;
+		memcpy(&a, &sf.f_fsid, 4);
+		memcpy(&b, (char *)&sf.f_fsid + 4, 4);
+		f->fsid = (uint64_t)a << 32 | b;
+	}
+	u.h.handle_bytes = FH_MAX;
+	if (name_to_handle_at(fd, "", &u.h, &mnt, AT_EMPTY_PATH) == 0 && u.h.handle_bytes <= FH_MAX) {
+		unsigned char t[4];
+		memcpy(t, &u.h.handle_type, 4);
+		io_hex(t, 4, f->fh);
+		io_hex(u.h.f_handle, u.h.handle_bytes, f->fh + 8);
+	}
+}
+
+/* The identity of an open file or folder.  0 or -errno. */
+static int fid_of(int fd, struct fid *f)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	fid_of_stat(&st, fd, f);
+	return 0;
+}
+
+/* Is `now` the object `rec` was recorded from?  The inode number must match, and then one
+ * more thing that tells file systems apart: the same st_dev (no reboot since), the same
+ * non-zero f_fsid (a UUID-derived fsid survives reboots), or the same file handle (inode
+ * number and generation; also for file systems whose fsid is the device number, like XFS).
+ * The threat is a folder or file replaced under the same path, which gets another inode (or
+ * generation); a different file system mounted at the same path by the operator whose root
+ * happens to look the same is not one. */
+static int fid_same(const struct fid *rec, const struct fid *now)
+{
+	if (rec->ino != now->ino)
+		return 0;
+	return rec->dev == now->dev || (rec->fsid && rec->fsid == now->fsid) ||
+	       (rec->fh[0] && strcmp(rec->fh, now->fh) == 0);
+}
+
+static const char *last_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* ---- envelopes --------------------------------------------------------------------------- */
+
+static cJSON *env(const char *code, int retryable, const char *hint, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static cJSON *env(const char *code, int retryable, const char *hint, const char *fmt, ...)
+{
+	char msg[1200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return task_envelope(code, msg, retryable, hint);
+}
+
+static cJSON *with_cursor(cJSON *e, int64_t cursor)
+{
+	cJSON *p = cJSON_AddObjectToObject(e, "partial");
+	cJSON_AddNumberToObject(p, "cursor", (double)cursor);
+	return e;
+}
+
+static cJSON *invalid_param(const char *param, const char *hint, const char *msg)
+{
+	cJSON *e = task_envelope("invalid_param", msg, 1,
+		hint ? hint : "Fix the named parameter (see the tool's inputSchema) and call again.");
+	cJSON_AddStringToObject(e, "param", param);
+	return e;
+}
+
+static cJSON *roots_array(const struct transfers *tr)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; tr->roots && i < roots_count(tr->roots); i++)
+		cJSON_AddItemToArray(a, cJSON_CreateString(roots_path(tr->roots, i)));
+	return a;
+}
+
+/* A path that roots.c refused: not_found when it simply is not there, invalid_param (with the
+ * allowed roots) for everything that is not allowed. */
+static cJSON *path_error(const struct transfers *tr, int rc, const char *msg)
+{
+	cJSON *e;
+	if (rc == -ENOENT || rc == -ENOTDIR) {
+		e = task_envelope("not_found", msg, 0,
+			"Check the path: it is relative to the first file root, or absolute inside one of "
+			"allowedRoots. Symbolic links are not followed.");
+	} else {
+		e = invalid_param("path", "Give a path inside one of allowedRoots (relative paths start "
+		                  "at the first root), without '..' or symbolic links.", msg);
+	}
+	cJSON_AddItemToObject(e, "allowedRoots", roots_array(tr));
+	return e;
+}
+
+static cJSON *unknown_handle(const struct transfers *tr, const char *h)
+{
+	for (const struct xtomb *t = tr->tombs; t; t = t->next)
+		if (strcmp(t->h, h) == 0)
+			return env("transfer_expired", 0,
+				"Start again with file_transfer_open; transfers expire 7 days after their last use.",
+				"Transfer %s expired and was removed (with its staged bytes).", h);
+	return env("unknown_transfer", 0,
+		"Check the handle (32 hex digits, as file_transfer_open returned it). If it is lost, "
+		"call file_transfer_open again with the same path, size and sha256: an unfinished "
+		"upload of that path is resumed under its old handle.",
+		"No transfer has handle '%.64s'.", h);
+}
+
+/* ---- journal ----------------------------------------------------------------------------- */
+
+static int rec_end(struct transfers *tr, struct frame_map *r, uint8_t type)
+{
+	int rc = 0;
+	if (tr->sv->persist) {
+		rc = persist_append(tr->sv->persist, type, r->sb.data, r->sb.size);
+		if (rc < 0)
+			fplog(&tr->sv->log, FPLOG_CRITICAL, NULL, "journal append of a transfer record failed: %s",
+			      strerror(-rc));
+	}
+	msgpack_sbuffer_destroy(&r->sb);
+	return rc;
+}
+
+static const char *dir_name(enum xdir d)
+{
+	return d == X_UPLOAD ? "upload" : "download";
+}
+
+static const char *state_name(enum xstate s)
+{
+	return s == XS_ACTIVE ? "active" : s == XS_COMMITTED ? "completed" : "failed";
+}
+
+/* The OPEN_KEYS fields that open and snap records share (replay_new reads them). */
+#define OPEN_KEYS 12
+static void pack_open_fields(struct frame_map *r, const struct xfer *x)
+{
+	frame_pack_kv_str(&r->pk, "h", x->h);
+	frame_pack_kv_str(&r->pk, "dir", dir_name(x->dir));
+	frame_pack_kv_str(&r->pk, "path", x->path);
+	frame_pack_kv_int(&r->pk, "size", x->size);
+	frame_pack_kv_str(&r->pk, "want", x->want);
+	frame_pack_kv_int(&r->pk, "ow", x->overwrite);
+	frame_pack_kv_int(&r->pk, "at", x->created_ms);
+	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->id.dev);
+	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->id.ino);
+	frame_pack_kv_int(&r->pk, "fsid", (int64_t)x->id.fsid);
+	frame_pack_kv_str(&r->pk, "fh", x->id.fh);
+	frame_pack_kv_str(&r->pk, "sha", x->sha);
+}
+
+/* The inode a commit is about to publish, durable before it appears at the destination: after
+ * a crash, finding that inode there means the commit happened. */
+static void pack_intent(struct frame_map *r, const struct xfer *x)
+{
+	frame_pack_kv_int(&r->pk, "pdev", (int64_t)x->pub.dev);
+	frame_pack_kv_int(&r->pk, "pino", (int64_t)x->pub.ino);
+	frame_pack_kv_int(&r->pk, "pfsid", (int64_t)x->pub.fsid);
+	frame_pack_kv_str(&r->pk, "pfh", x->pub.fh);
+	frame_pack_kv_str(&r->pk, "psha", x->sha);
+}
+
+static int j_intent(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 6);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	pack_intent(&r, x);
+	return rec_end(tr, &r, REC_X_INTENT);
+}
+
+static void j_open(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, OPEN_KEYS);
+	pack_open_fields(&r, x);
+	rec_end(tr, &r, REC_X_OPEN);
+}
+
+static void j_chunk(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 4);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	frame_pack_kv_int(&r.pk, "off", x->last_off);
+	frame_pack_kv_int(&r.pk, "len", x->last_len);
+	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
+	rec_end(tr, &r, REC_X_CHUNK);
+}
+
+static void j_end(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 6);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	frame_pack_kv_str(&r.pk, "state", state_name(x->state));
+	frame_pack_kv_str(&r.pk, "sha", x->sha);
+	frame_pack_kv_int(&r.pk, "size", x->size);
+	frame_pack_kv_str(&r.pk, "msg", x->msg ? x->msg : "");
+	frame_pack_kv_int(&r.pk, "at", x->finished_ms);
+	rec_end(tr, &r, REC_X_END);
+}
+
+static void j_chunk_at(struct transfers *tr, const struct xfer *x, int64_t off, int64_t len)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 4);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	frame_pack_kv_int(&r.pk, "off", off);
+	frame_pack_kv_int(&r.pk, "len", len);
+	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
+	rec_end(tr, &r, REC_X_CHUNK);
+}
+
+static void j_cursor(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 3);
+	frame_pack_kv_str(&r.pk, "h", x->h);
+	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
+	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
+	rec_end(tr, &r, REC_X_CURSOR);
+}
+
+static int j_tomb(struct transfers *tr, uint8_t type, const char *h, int64_t until)
+{
+	struct frame_map r;
+	frame_map_begin(&r, 2);
+	frame_pack_kv_str(&r.pk, "h", h);
+	frame_pack_kv_int(&r.pk, "until", until);
+	return rec_end(tr, &r, type);
+}
+
+static int j_snap(struct transfers *tr, const struct xfer *x)
+{
+	struct frame_map r;
+	frame_map_begin(&r, OPEN_KEYS + 7 + (x->intent ? 5 : 0));
+	pack_open_fields(&r, x);
+	if (x->intent)
+		pack_intent(&r, x);
+	frame_pack_kv_int(&r.pk, "touched", x->touched_ms);
+	frame_pack_kv_int(&r.pk, "finished", x->finished_ms);
+	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
+	frame_pack_kv_int(&r.pk, "loff", x->last_off);
+	frame_pack_kv_int(&r.pk, "llen", x->last_len);
+	frame_pack_kv_str(&r.pk, "state", state_name(x->state));
+	frame_pack_kv_str(&r.pk, "msg", x->msg ? x->msg : "");
+	return rec_end(tr, &r, REC_X_SNAP);
+}
+
+/* ---- the table ----------------------------------------------------------------------------- */
+
+static struct xfer *find(struct transfers *tr, const char *h)
+{
+	for (struct xfer *x = tr->list; x; x = x->next)
+		if (strcmp(x->h, h) == 0)
+			return x;
+	return NULL;
+}
+
+static struct xfer *xfer_alloc(const char *h)
+{
+	struct xfer *x = calloc(1, sizeof *x);
+	if (!x)
+		return NULL;
+	snprintf(x->h, sizeof x->h, "%s", h);
+	x->dirfd = x->fd = x->pubfd = -1;
+	x->size = -1;
+	return x;
+}
+
+/* Close the descriptors; the hash state stays, so a parked upload is not hashed again. */
+static void xfer_park(struct xfer *x)
+{
+	if (x->fd >= 0)
+		close(x->fd);
+	if (x->dirfd >= 0)
+		close(x->dirfd);
+	if (x->pubfd >= 0)
+		close(x->pubfd);
+	x->fd = x->dirfd = x->pubfd = -1;
+	x->parked = x->ready;
+	x->ready = 0;
+}
+
+static void xfer_close(struct xfer *x)
+{
+	xfer_park(x);
+	x->parked = 0;
+	EVP_MD_CTX_free(x->md);
+	x->md = NULL;
+}
+
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+
+static void xfer_free(struct xfer *x)
+{
+	answer_acks(x, NULL);
+	while (x->waiters) {
+		struct xwait *w = x->waiters;
+		x->waiters = w->next;
+		if (w->later.drop)
+			w->later.drop(w->later.ctx);
+		cJSON_Delete(w->args);
+		free(w);
+	}
+	xfer_close(x);
+	free(x->path);
+	free(x->msg);
+	free(x);
+}
+
+static void unlink_xfer(struct transfers *tr, struct xfer *x)
+{
+	for (struct xfer **pp = &tr->list; *pp; pp = &(*pp)->next) {
+		if (*pp == x) {
+			*pp = x->next;
+			return;
+		}
+	}
+}
+
+static int tomb_add(struct transfers *tr, const char *h, int64_t until)
+{
+	struct xtomb *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	snprintf(t->h, sizeof t->h, "%s", h);
+	t->until = until;
+	t->next = tr->tombs;
+	tr->tombs = t;
+	return 0;
+}
+
+static void set_msg(struct xfer *x, const char *msg)
+{
+	free(x->msg);
+	x->msg = msg ? strdup(msg) : NULL;
+}
+
+/* Best effort: remove an upload's staged bytes (in the state dir) and the temporary name a
+ * commit with overwrite may have left in the destination folder (only through the folder
+ * descriptor the upload holds: a same-named folder made later is someone else's). */
+static void remove_stage(struct transfers *tr, struct xfer *x)
+{
+	char name[80];
+	if (x->dir != X_UPLOAD)
+		return;
+	stage_name(x, name, sizeof name);
+	if (tr->updir >= 0)
+		unlinkat(tr->updir, name, 0);
+	if (x->dirfd >= 0) {
+		temp_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+		copy_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+	}
+}
+
+/* A transfer that cannot go on answers not_active from now on; an upload's staged bytes are
+ * dropped. */
+static cJSON *ack_not_active(const struct xfer *x);
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+
+static void run_waiters(struct transfers *tr, struct xfer *x, int ran);
+
+static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
+{
+	remove_stage(tr, x);
+	xfer_close(x);
+	x->state = XS_FAILED;
+	x->rehashing = 0;
+	set_msg(x, why);
+	x->finished_ms = x->touched_ms = now_ms();
+	j_end(tr, x);
+	answer_acks(x, ack_not_active);
+	run_waiters(tr, x, 1);   /* they answer not_active now */
+}
+
+/* Drop the tombstones whose time is up: their handles become merely unknown. */
+static void prune_tombs(struct transfers *tr, int64_t now)
+{
+	for (struct xtomb **pp = &tr->tombs; *pp;) {
+		if ((*pp)->until <= now) {
+			struct xtomb *t = *pp;
+			*pp = t->next;
+			free(t);
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+}
+
+/* Forget a transfer: staged bytes deleted, the handle answers transfer_expired for a TTL. */
+static void remove_xfer(struct transfers *tr, struct xfer *x, int64_t now)
+{
+	if (x->dir == X_UPLOAD && x->state == XS_ACTIVE)
+		remove_stage(tr, x);
+	unlink_xfer(tr, x);
+	tomb_add(tr, x->h, now + XFER_TTL_MS);
+	j_tomb(tr, REC_X_GONE, x->h, now + XFER_TTL_MS);
+	xfer_free(x);
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------ */
+
+struct transfers *transfers_new(struct supervisor *sv)
+{
+	struct transfers *tr = calloc(1, sizeof *tr);
+	if (!tr)
+		return NULL;
+	tr->sv = sv;
+	tr->updir = -1;
+	if (sv->state_dir) {
+		/* Staged bytes live where no job can write: a job that can write a file root must
+		 * not be able to swap them between the hash and the commit. */
+		int sd = open(sv->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (sd >= 0 && (mkdirat(sd, STAGE_DIR, 0700) == 0 || errno == EEXIST))
+			tr->updir = openat(sd, STAGE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sd >= 0)
+			close(sd);
+	}
+	tr->buf = malloc(IO_BUF + 16);
+	tr->buf2 = malloc(IO_BUF + 16);
+	tr->enc = malloc(B64_ENCODED_SIZE(CHUNK_MAX));
+	if (!tr->buf || !tr->buf2 || !tr->enc)
+		goto fail;
+	if (roots_new(sv->cfg ? sv->cfg->server.file_roots : NULL, sv->cfg ? sv->cfg->server.n_file_roots : 0, 0,
+	              &tr->roots) < 0)
+		goto fail;
+	return tr;
+fail:
+	transfers_free(tr);
+	return NULL;
+}
+
+void transfers_free(struct transfers *tr)
+{
+	if (!tr)
+		return;
+	while (tr->list) {
+		struct xfer *x = tr->list;
+		tr->list = x->next;
+		xfer_free(x);
+	}
+	while (tr->tombs) {
+		struct xtomb *t = tr->tombs;
+		tr->tombs = t->next;
+		free(t);
+	}
+	roots_free(tr->roots);
+	if (tr->updir >= 0)
+		close(tr->updir);
+	free(tr->buf);
+	free(tr->buf2);
+	free(tr->enc);
+	free(tr);
+}
+
+/* ---- replay --------------------------------------------------------------------------------- */
+
+static int64_t get_i(const msgpack_object *m, const char *k, int64_t def)
+{
+	int64_t v;
+	return frame_get_int(m, k, &v) == 0 ? v : def;
+}
+
+/* A record's failure message; an empty one means none. */
+static void replay_msg(struct xfer *x, const msgpack_object *m)
+{
+	char *msg = frame_get_strdup(m, "msg");
+	free(x->msg);
+	x->msg = msg && *msg ? msg : NULL;
+	if (!x->msg)
+		free(msg);
+}
+
+static int parse_state(const char *s)
+{
+	if (strcmp(s, "active") == 0)
+		return XS_ACTIVE;
+	if (strcmp(s, "completed") == 0)
+		return XS_COMMITTED;
+	if (strcmp(s, "failed") == 0)
+		return XS_FAILED;
+	return -1;
+}
+
+/* An intent record's fields (also in a snap record of a transfer that has one). */
+static void replay_intent(struct xfer *x, const msgpack_object *m)
+{
+	if (get_i(m, "pino", 0) == 0)
+		return;
+	x->intent = 1;
+	x->pub.dev = (uint64_t)get_i(m, "pdev", 0);
+	x->pub.ino = (uint64_t)get_i(m, "pino", 0);
+	x->pub.fsid = (uint64_t)get_i(m, "pfsid", 0);
+	frame_get_strcpy(m, "pfh", x->pub.fh, sizeof x->pub.fh);
+	frame_get_strcpy(m, "psha", x->sha, sizeof x->sha);
+}
+
+/* The fields open and snap records share. */
+static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpack_object *m,
+                               char *err, size_t errlen)
+{
+	char dir[16];
+	struct xfer *x = NULL;
+	if (find(tr, h)) {
+		snprintf(err, errlen, "transfer %s opened twice", h);
+		return NULL;
+	}
+	if (frame_get_strcpy(m, "dir", dir, sizeof dir) < 0 || (strcmp(dir, "upload") && strcmp(dir, "download"))) {
+		snprintf(err, errlen, "transfer %s: record without a direction", h);
+		return NULL;
+	}
+	x = xfer_alloc(h);
+	if (!x || !(x->path = frame_get_strdup(m, "path"))) {
+		snprintf(err, errlen, "transfer %s: record without a path", h);
+		if (x)
+			xfer_free(x);
+		return NULL;
+	}
+	x->dir = strcmp(dir, "upload") == 0 ? X_UPLOAD : X_DOWNLOAD;
+	x->size = get_i(m, "size", -1);
+	frame_get_strcpy(m, "want", x->want, sizeof x->want);
+	frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
+	x->overwrite = get_i(m, "ow", 0) != 0;
+	x->created_ms = x->touched_ms = get_i(m, "at", 0);
+	x->id.dev = (uint64_t)get_i(m, "dev", 0);
+	x->id.ino = (uint64_t)get_i(m, "ino", 0);
+	x->id.fsid = (uint64_t)get_i(m, "fsid", 0);
+	frame_get_strcpy(m, "fh", x->id.fh, sizeof x->id.fh);
+	replay_intent(x, m);
+	x->next = tr->list;
+	tr->list = x;
+	return x;
+}
+
+/* An artifact hashed after its task finished: its digest goes into the task's list. */
+static int replay_artsha(struct supervisor *sv, const msgpack_object *m, char *err, size_t errlen)
+{
+	char id[33], name[NAME_MAX + 1], sha[65] = "", status[16] = "failed";
+	if (frame_get_strcpy(m, "t", id, sizeof id) < 0 || frame_get_strcpy(m, "name", name, sizeof name) < 0) {
+		snprintf(err, errlen, "artifact digest record without a task or name");
+		return -1;
+	}
+	frame_get_strcpy(m, "sha", sha, sizeof sha);
+	if (frame_get_strcpy(m, "status", status, sizeof status) < 0 || !status[0])
+		snprintf(status, sizeof status, "failed");
+	struct task *t = sv->tasks ? tasks_find(sv->tasks, id) : NULL;
+	cJSON *a;
+	if (!t)
+		return 0;   /* the task expired later in the journal */
+	cJSON_ArrayForEach(a, t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(a, "name");
+		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
+			artifact_set_sha(a, sha, status);
+	}
+	return 0;
+}
+
+int transfer_replay_tasks(struct supervisor *sv, int type, const msgpack_object *rec)
+{
+	char err[200];
+	if (type == REC_X_ARTSHA)
+		replay_artsha(sv, rec, err, sizeof err);
+	return 0;
+}
+
+int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, char *err, size_t errlen)
+{
+	char h[33], st[16];
+	if (type == REC_X_ARTSHA)
+		return replay_artsha(tr->sv, m, err, errlen);
+	if (frame_get_strcpy(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
+		snprintf(err, errlen, "transfer record of type %d has no valid handle", type);
+		return -1;
+	}
+	struct xfer *x = find(tr, h);
+	switch (type) {
+	case REC_X_OPEN:
+		return replay_new(tr, h, m, err, errlen) ? 0 : -1;
+	case REC_X_SNAP: {
+		if (!(x = replay_new(tr, h, m, err, errlen)))
+			return -1;
+		x->touched_ms = get_i(m, "touched", x->created_ms);
+		x->finished_ms = get_i(m, "finished", 0);
+		x->cursor = get_i(m, "cursor", 0);
+		x->last_off = get_i(m, "loff", 0);
+		x->last_len = get_i(m, "llen", 0);
+		int s = frame_get_strcpy(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
+		if (s < 0) {
+			snprintf(err, errlen, "transfer %s: unknown state", h);
+			return -1;
+		}
+		x->state = (enum xstate)s;
+		replay_msg(x, m);
+		return 0;
+	}
+	case REC_X_GONE:
+	case REC_X_TOMB:
+		if (x) {
+			unlink_xfer(tr, x);
+			xfer_free(x);
+		}
+		return tomb_add(tr, h, get_i(m, "until", 0)) < 0 ? -1 : 0;
+	default:
+		break;
+	}
+	if (!x) {
+		snprintf(err, errlen, "transfer record of type %d for unknown transfer %s", type, h);
+		return -1;
+	}
+	switch (type) {
+	case REC_X_CHUNK:
+		x->last_off = get_i(m, "off", 0);
+		x->last_len = get_i(m, "len", 0);
+		x->cursor = x->last_off + x->last_len;
+		x->touched_ms = get_i(m, "at", x->touched_ms);
+		return 0;
+	case REC_X_INTENT:
+		replay_intent(x, m);
+		return x->intent ? 0 : (snprintf(err, errlen, "transfer %s: intent record without an inode", h), -1);
+	case REC_X_CURSOR:
+		x->cursor = get_i(m, "cursor", 0);
+		x->last_off = x->cursor;
+		x->last_len = 0;
+		x->touched_ms = get_i(m, "at", x->touched_ms);
+		return 0;
+	case REC_X_END: {
+		int s = frame_get_strcpy(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
+		if (s != XS_COMMITTED && s != XS_FAILED) {
+			snprintf(err, errlen, "transfer %s: end record with a bad state", h);
+			return -1;
+		}
+		x->state = (enum xstate)s;
+		frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
+		x->size = get_i(m, "size", x->size);
+		replay_msg(x, m);
+		x->finished_ms = x->touched_ms = get_i(m, "at", x->touched_ms);
+		return 0;
+	}
+	default:
+		snprintf(err, errlen, "unknown transfer record type %d (written by a newer forkpoint?)", type);
+		return -1;
+	}
+}
+
+int transfer_snapshot(struct transfers *tr)
+{
+	int rc = 0;
+	for (struct xfer *x = tr->list; x && rc == 0; x = x->next)
+		rc = j_snap(tr, x);
+	for (struct xtomb *t = tr->tombs; t && rc == 0; t = t->next)
+		rc = j_tomb(tr, REC_X_TOMB, t->h, t->until);
+	return rc;
+}
+
+/* ---- recovery -------------------------------------------------------------------------------- */
+
+/* Did a commit of x reach its destination?  1 when the name holds the inode the intent
+ * record named (the commit was published, its end record may not have been), else 0. */
+static int published(struct xfer *x, const char *name)
+{
+	struct fid now;
+	if (!x->intent || x->dirfd < 0)
+		return 0;
+	int f = openat(x->dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int same = f >= 0 && fid_of(f, &now) == 0 && fid_same(&x->pub, &now);
+	if (f >= 0)
+		close(f);
+	return same;
+}
+
+/* The upload is in place: record it (the caller answers). */
+static void mark_committed(struct transfers *tr, struct xfer *x)
+{
+	char name[80];
+	x->size = x->cursor;
+	x->state = XS_COMMITTED;
+	x->finished_ms = x->touched_ms = now_ms();
+	if (x->dirfd >= 0) {
+		copy_name(x, name, sizeof name);
+		unlinkat(x->dirfd, name, 0);
+	}
+	stage_name(x, name, sizeof name);
+	xfer_close(x);
+	j_end(tr, x);
+	if (tr->updir >= 0)
+		unlinkat(tr->updir, name, 0);
+}
+
+/* The destination folder again, by path, and check it is the folder the upload was opened in
+ * (fid_same: a reboot that renumbered its st_dev is fine, a replaced folder is not). */
+static int reopen_folder(struct transfers *tr, struct xfer *x, struct roots_loc *loc, char *why, size_t whylen)
+{
+	char err[600];
+	struct fid now;
+	int rc;
+	if (!tr->roots || (rc = roots_open_parent(tr->roots, x->path, &x->dirfd, loc, err, sizeof err)) < 0) {
+		snprintf(why, whylen, "The destination folder could not be opened again: %s",
+		         tr->roots ? err : "no file roots");
+		return -ENOENT;
+	}
+	if (fid_of(x->dirfd, &now) < 0 || !fid_same(&x->id, &now)) {
+		snprintf(why, whylen, "The destination folder of %s is no longer the folder the upload was "
+		         "opened in (it was replaced)", x->path);
+		return -ESTALE;
+	}
+	if (now.dev != x->id.dev)
+		fplog(&tr->sv->log, FPLOG_NOTICE, NULL, "transfer %s: the destination folder's device number "
+		      "changed (a reboot?); same inode and file system, so the upload goes on", x->h);
+	return 0;
+}
+
+static int rehash_later(struct transfers *tr, struct xfer *x);
+
+/* Set up an upload's descriptors and hash state from what is on disk (after a restart, or when
+ * a parked upload is used again).  0, or -errno with the reason in why (the caller then fails
+ * the upload). */
+static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t whylen)
+{
+	char name[80];
+	struct roots_loc loc;
+	struct stat st;
+	int rc;
+	if ((rc = reopen_folder(tr, x, &loc, why, whylen)) < 0)
+		return rc;
+	if (published(x, loc.name)) {
+		/* Published, but the end record did not make it to the journal before a crash. */
+		mark_committed(tr, x);
+		return 0;
+	}
+	stage_name(x, name, sizeof name);
+	x->fd = tr->updir < 0 ? -1 : openat(tr->updir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	if (x->fd < 0 && errno == ENOENT) {
+		/* The staged bytes are gone: start the upload over under the same handle. */
+		x->fd = openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		EVP_MD_CTX_free(x->md);
+		x->md = NULL;
+		if (x->fd >= 0 && x->cursor != 0) {
+			fplog(&tr->sv->log, FPLOG_WARNING, NULL, "transfer %s: staging file was missing; the upload "
+			      "restarts at offset 0", x->h);
+			x->cursor = x->last_off = x->last_len = 0;
+			j_cursor(tr, x);
+		}
+	}
+	if (x->fd < 0 || fstat(x->fd, &st) < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "The staged bytes could not be opened again: %s", strerror(-rc));
+		return rc;
+	}
+	if (st.st_size < x->cursor) {
+		/* Fewer bytes survived than were acknowledged (a lying disk): go back to what is
+		 * there; the client is told the lower cursor by offset_mismatch. */
+		fplog(&tr->sv->log, FPLOG_WARNING, NULL, "transfer %s: %lld staged bytes, %lld acknowledged; "
+		      "resuming at %lld", x->h, (long long)st.st_size, (long long)x->cursor, (long long)st.st_size);
+		x->cursor = st.st_size;
+		x->last_off = x->cursor;
+		x->last_len = 0;
+		EVP_MD_CTX_free(x->md);
+		x->md = NULL;
+		j_cursor(tr, x);
+	}
+	/* Bytes past the cursor were written but never acknowledged: they will be sent again. */
+	if (st.st_size > x->cursor && ftruncate(x->fd, x->cursor) < 0) {
+		rc = -errno;
+		snprintf(why, whylen, "The staged bytes could not be cut back to the cursor: %s", strerror(-rc));
+		return rc;
+	}
+	/* A parked upload kept its hash state: only a restart hashes the staged bytes again — in
+	 * the pool when they are large; writes and commits wait for it (rehash_later). */
+	if (!x->md && !x->rehashing && rehash_later(tr, x) < 0) {
+		if (!(x->md = md_new()))
+			return -ENOMEM;
+		if ((rc = hash_range(tr, x->fd, x->cursor, x->md)) < 0) {
+			snprintf(why, whylen, "The staged bytes could not be read: %s", strerror(-rc));
+			return rc;
+		}
+	}
+	x->ready = 1;
+	x->parked = 0;
+	return 0;
+}
+
+static void limit_ready(struct transfers *tr, const struct xfer *keep);
+static void rehash_artifacts(struct transfers *tr);
+
+void transfers_recover(struct transfers *tr)
+{
+	int64_t now = now_ms();
+	char why[1000];
+	for (struct xfer *x = tr->list, *next; x; x = next) {
+		next = x->next;
+		int64_t base = x->state == XS_ACTIVE ? x->touched_ms : x->finished_ms;
+		if (base + XFER_TTL_MS <= now) {
+			remove_xfer(tr, x, now);
+			continue;
+		}
+		if (x->dir != X_UPLOAD || x->state != XS_ACTIVE)
+			continue;   /* downloads reopen (and re-verify) on first use */
+		why[0] = 0;
+		if (upload_reopen(tr, x, why, sizeof why) < 0) {
+			fplog(&tr->sv->log, FPLOG_ERROR, NULL, "transfer %s: %s", x->h, why);
+			fail_xfer(tr, x, why[0] ? why : "The staged bytes could not be recovered after a restart.");
+		}
+		limit_ready(tr, NULL);
+	}
+	prune_tombs(tr, now);
+	rehash_artifacts(tr);
+}
+
+size_t transfers_collect(struct transfers *tr, int64_t now)
+{
+	size_t n = 0;
+	for (struct xfer *x = tr->list, *next; x; x = next) {
+		next = x->next;
+		int64_t base = x->state == XS_ACTIVE ? x->touched_ms : x->finished_ms;
+		if (base + XFER_TTL_MS <= now) {
+			fplog(&tr->sv->log, FPLOG_INFO, NULL, "transfer %s (%s of %s) expired", x->h,
+			      dir_name(x->dir), x->path);
+			remove_xfer(tr, x, now);
+			n++;
+		}
+	}
+	prune_tombs(tr, now);
+	return n;
+}
+
+/* At most MAX_READY transfers hold descriptors: beyond that the one unused longest is parked.
+ * A parked transfer is opened again, and checked, on its next use, exactly as after a restart. */
+static void limit_ready(struct transfers *tr, const struct xfer *keep)
+{
+	size_t n = 0;
+	struct xfer *lru = NULL;
+	for (struct xfer *x = tr->list; x; x = x->next) {
+		if (!x->ready)
+			continue;
+		n++;
+		if (x != keep && !x->committing && (!lru || x->touched_ms < lru->touched_ms))
+			lru = x;
+	}
+	if (n > MAX_READY && lru)
+		xfer_park(lru);
+}
+
+/* An active upload with its descriptors and hash state; -1 if they cannot be had (the upload
+ * is failed then, and answers not_active). */
+static int upload_ready(struct transfers *tr, struct xfer *x)
+{
+	char why[1000] = "";
+	if (x->ready || x->state != XS_ACTIVE)
+		return 0;
+	if (upload_reopen(tr, x, why, sizeof why) == 0)
+		return 0;
+	fail_xfer(tr, x, why[0] ? why : "The staged bytes could not be opened again.");
+	return -1;
+}
+
+/* ---- tool definitions ----------------------------------------------------------------------- */
+
+static void handle_prop(cJSON *p)
+{
+	cJSON *h = facade_prop(p, "handle", "string", "The handle file_transfer_open returned.");
+	cJSON_AddNumberToObject(h, "minLength", 1);
+	cJSON_AddNumberToObject(h, "maxLength", 64);
+}
+
+void transfer_list_tools(cJSON *arr)
+{
+	cJSON *s, *p, *q;
+	s = facade_tool_def(arr, "file_transfer_open", "Open a file upload or download",
+		"Start moving a file in or out of the server without putting it in the conversation. "
+		"upload: the file is written at path (inside the server's file roots) by file_transfer_write "
+		"chunks and appears there at file_transfer_commit, checked against size and sha256. "
+		"download: path is a file in the roots or a task artifact URI (forkpoint://tasks/ID/artifacts/NAME); "
+		"read it with file_transfer_read and compare its sha256. Transfers survive reconnects and "
+		"server restarts and expire 7 days after their last use.", 0, 0, 0);
+	p = cJSON_GetObjectItem(s, "properties");
+	q = facade_prop(p, "direction", "string", "upload (to the server) or download (from it).");
+	cJSON *en = cJSON_AddArrayToObject(q, "enum");
+	cJSON_AddItemToArray(en, cJSON_CreateString("upload"));
+	cJSON_AddItemToArray(en, cJSON_CreateString("download"));
+	q = facade_prop(p, "path", "string", "File path: relative to the first file root, or absolute inside a root. "
+	         "For downloads also a forkpoint://tasks/ID/artifacts/NAME URI.");
+	cJSON_AddNumberToObject(q, "minLength", 1);
+	cJSON_AddNumberToObject(q, "maxLength", 4096);
+	q = facade_prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
+	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+	facade_prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
+	q = facade_prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
+	cJSON_AddBoolToObject(q, "default", 0);
+	facade_require(s, "direction", "path");
+
+	s = facade_tool_def(arr, "file_transfer_write", "Write one upload chunk",
+		"Send the next chunk of an upload: offset must be the nextOffset of the previous answer "
+		"(0 at first), data the chunk's bytes in base64 (chunkSize bytes recommended, at most 1 MiB). "
+		"On offset_mismatch resume at error.partial.cursor.", 0, 0, 0);
+	p = cJSON_GetObjectItem(s, "properties");
+	handle_prop(p);
+	q = facade_prop(p, "offset", "integer", "Byte offset of this chunk in the file: the current nextOffset.");
+	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+	facade_prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
+	cJSON *r = cJSON_AddArrayToObject(s, "required");
+	cJSON_AddItemToArray(r, cJSON_CreateString("handle"));
+	cJSON_AddItemToArray(r, cJSON_CreateString("offset"));
+	cJSON_AddItemToArray(r, cJSON_CreateString("data"));
+
+	s = facade_tool_def(arr, "file_transfer_read", "Read one download chunk",
+		"Read bytes of a download: from offset (default: where the last read ended), length bytes "
+		"(default chunkSize, at most 1 MiB), returned as base64. At eof the answer carries the "
+		"whole file's sha256.", 1, 0, 1);
+	p = cJSON_GetObjectItem(s, "properties");
+	handle_prop(p);
+	q = facade_prop(p, "offset", "integer", "Byte offset to read from (default: nextOffset of the previous read).");
+	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+	q = facade_prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
+	cJSON_AddNumberToObject(q, "minimum", 1);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+	facade_require(s, "handle", NULL);
+
+	s = facade_tool_def(arr, "file_transfer_commit", "Finish an upload",
+		"Check the uploaded bytes against the declared size and sha256 and move the file into place "
+		"atomically. Calling it again after success answers the same.", 0, 0, 1);
+	p = cJSON_GetObjectItem(s, "properties");
+	handle_prop(p);
+	facade_require(s, "handle", NULL);
+
+	s = facade_tool_def(arr, "file_transfer_status", "Show a transfer",
+		"State of an upload or download: active, completed or failed, and nextOffset, the offset to "
+		"continue at. Use it after a reconnect or a failed call.", 1, 0, 1);
+	p = cJSON_GetObjectItem(s, "properties");
+	handle_prop(p);
+	facade_require(s, "handle", NULL);
+}
+
+int transfer_is_tool(const char *name)
+{
+	return strcmp(name, "file_transfer_open") == 0 || strcmp(name, "file_transfer_write") == 0 ||
+	       strcmp(name, "file_transfer_read") == 0 || strcmp(name, "file_transfer_commit") == 0 ||
+	       strcmp(name, "file_transfer_status") == 0;
+}
+
+/* ---- views ----------------------------------------------------------------------------------- */
+
+static int64_t expires_at(const struct xfer *x)
+{
+	return (x->state == XS_ACTIVE ? x->touched_ms : x->finished_ms) + XFER_TTL_MS;
+}
+
+static void add_common(cJSON *o, const struct xfer *x)
+{
+	cJSON_AddStringToObject(o, "handle", x->h);
+	cJSON_AddStringToObject(o, "direction", dir_name(x->dir));
+	cJSON_AddStringToObject(o, "path", x->path);
+	if (x->size >= 0)
+		cJSON_AddNumberToObject(o, "size", (double)x->size);
+}
+
+static void add_expiry(cJSON *o, const struct xfer *x)
+{
+	char t[64];
+	iso(expires_at(x), t);
+	cJSON_AddStringToObject(o, "expiresAt", t);
+}
+
+static cJSON *upload_opened(const struct xfer *x, int resumed)
+{
+	cJSON *o = cJSON_CreateObject();
+	add_common(o, x);
+	if (x->want[0])
+		cJSON_AddStringToObject(o, "sha256", x->want);
+	cJSON_AddNumberToObject(o, "chunkSize", CHUNK_SIZE);
+	cJSON_AddNumberToObject(o, "maxChunkSize", CHUNK_MAX);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
+	add_expiry(o, x);
+	if (resumed)
+		cJSON_AddBoolToObject(o, "resumed", 1);
+	cJSON_AddStringToObject(o, "note", resumed
+		? "An unfinished upload of this path with the same size and sha256 already existed: this is its "
+		  "handle. Continue with file_transfer_write at nextOffset, then call file_transfer_commit."
+		: "Upload open. Send the file in order with file_transfer_write {handle, offset: nextOffset, data: "
+		  "base64 of the next chunkSize bytes}; each answer gives the next offset. Then call "
+		  "file_transfer_commit {handle}. After a failed call or a reconnect, file_transfer_status gives "
+		  "the offset to resume at.");
+	return facade_result(o, 0);
+}
+
+static cJSON *committed_view(const struct xfer *x, int again)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "status", "completed");
+	add_common(o, x);
+	cJSON_AddStringToObject(o, "sha256", x->sha);
+	cJSON_AddStringToObject(o, "note", again
+		? "Already committed: the file is in place at path with this size and sha256."
+		: "The file is in place at path, verified. Pass path (or this handle, for tool arguments that "
+		  "take an uploaded file) to the tool that needs it.");
+	return facade_result(o, 0);
+}
+
+/* ---- open ------------------------------------------------------------------------------------ */
+
+static struct xfer *active_upload_of(struct transfers *tr, const char *abs)
+{
+	for (struct xfer *x = tr->list; x; x = x->next)
+		if (x->dir == X_UPLOAD && x->state == XS_ACTIVE && strcmp(x->path, abs) == 0)
+			return x;
+	return NULL;
+}
+
+static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, const char *want, int overwrite)
+{
+	char err[1000], name[80];
+	struct roots_loc loc;
+	struct stat st;
+	struct xfer *x = NULL;
+	int dirfd = -1, rc;
+	cJSON *res;
+
+	if (size > XFER_MAX_BYTES) {
+		res = facade_failure(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		               "The declared size %lld is over the limit of %lld bytes.", (long long)size,
+		               (long long)XFER_MAX_BYTES));
+		goto out;
+	}
+	if ((rc = roots_open_parent(tr->roots, path, &dirfd, &loc, err, sizeof err)) < 0) {
+		res = facade_failure(path_error(tr, rc, err));
+		goto out;
+	}
+	if (strncmp(loc.name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0) {
+		res = facade_failure(invalid_param("path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
+		                         "uploads in progress; choose another name."));
+		goto out;
+	}
+	struct xfer *old = active_upload_of(tr, loc.abs);
+	if (old && old->size == size && strcmp(old->want, want) == 0 && old->overwrite == overwrite &&
+	    upload_ready(tr, old) == 0 && old->state == XS_ACTIVE) {
+		old->touched_ms = now_ms();
+		res = upload_opened(old, 1);
+		goto out;
+	}
+	if (old && old->state == XS_ACTIVE)
+		fail_xfer(tr, old, "Replaced by a newer file_transfer_open of the same path.");
+	if (fstatat(dirfd, loc.name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (!overwrite) {
+			cJSON *e = env("file_exists", 0, "Choose another path, or call file_transfer_open again with "
+			               "overwrite: true to replace the file when the upload is committed.",
+			               "'%s' already exists.", loc.abs);
+			res = facade_failure(e);
+			goto out;
+		}
+		if (!S_ISREG(st.st_mode)) {
+			res = facade_failure(invalid_param("path", NULL, "The path exists and is not a regular file; only "
+			                         "regular files can be replaced."));
+			goto out;
+		}
+	}
+	if (!(x = xfer_alloc("")) || io_random_hex(x->h) < 0 || !(x->path = strdup(loc.abs)) || !(x->md = md_new())) {
+		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
+		goto out;
+	}
+	x->dir = X_UPLOAD;
+	x->size = size;
+	snprintf(x->want, sizeof x->want, "%s", want);
+	x->overwrite = overwrite;
+	x->created_ms = x->touched_ms = now_ms();
+	stage_name(x, name, sizeof name);
+	x->fd = tr->updir < 0 ? (errno = ENOENT, -1)
+	      : openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (x->fd < 0 || fid_of(dirfd, &x->id) < 0) {
+		res = facade_failure(env("internal_error", 1, "Tell the operator: the server's state folder must be "
+		               "writable. Then call file_transfer_open again.", "Cannot create the staging file for '%s' "
+		               "in %s/" STAGE_DIR ": %s.", loc.abs, tr->sv->state_dir ? tr->sv->state_dir : "(no state)",
+		               strerror(errno)));
+		goto out;
+	}
+	/* The staging file's name must survive a crash as long as the journal says it exists. */
+	fsync(tr->updir);
+	x->dirfd = dirfd;
+	dirfd = -1;
+	x->ready = 1;
+	x->next = tr->list;
+	tr->list = x;
+	j_open(tr, x);
+	res = upload_opened(x, 0);
+	x = NULL;
+out:
+	if (x) {
+		if (x->fd >= 0) {
+			stage_name(x, name, sizeof name);
+			unlinkat(tr->updir, name, 0);
+		}
+		xfer_free(x);
+	}
+	if (dirfd >= 0)
+		close(dirfd);
+	return res;
+}
+
+/* Open the file behind a download path: a file in the roots or an artifact URI. */
+static int download_fd(struct transfers *tr, const char *path, int *fd, struct stat *st, char *abs, size_t abslen,
+                       cJSON **e)
+{
+	char err[1000];
+	int rc;
+	if (strncmp(path, RES_SCHEME, strlen(RES_SCHEME)) == 0) {
+		struct res_uri u;
+		if (res_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
+			*e = invalid_param("path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
+			                   "artifacts, or forkpoint://tasks/ID/result for a large result; read logs "
+			                   "with resources/read.", "Only task artifacts and results can be downloaded by URI.");
+			return -EINVAL;
+		}
+		rc = u.kind == RES_RESULT ? res_result_open(tr->sv, u.id, fd, st, err, sizeof err)
+		                          : res_artifact_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
+		if (rc < 0) {
+			*e = task_envelope("not_found", err, rc == -EAGAIN,
+				rc == -EAGAIN ? "Wait until durable_task_get shows the task completed, then open again."
+				              : "Check the URI against the task's artifacts (durable_task_get or resources/list).");
+			return rc;
+		}
+		snprintf(abs, abslen, "%s", path);
+		return 0;
+	}
+	struct roots_loc loc;
+	if ((rc = roots_open_file(tr->roots, path, ROOTS_SINGLE_LINK, fd, st, &loc, err, sizeof err)) < 0) {
+		*e = path_error(tr, rc, err);
+		return rc;
+	}
+	snprintf(abs, abslen, "%s", loc.abs);
+	return 0;
+}
+
+/* ---- hashing off the loop -------------------------------------------------------------------- */
+
+/* sha256 of bytes [0, size) of fd.  Only data extents are read (SEEK_DATA/SEEK_HOLE): a hole is
+ * fed to the digest as zeros without a read, which is what makes a sparse file cheap to hash
+ * apart from the digest itself.  Gives up with -ECANCELED once the pool stops (w may be NULL),
+ * -EAGAIN if the file's size or mtime differ from *before at the end (it was being written).
+ * Touches nothing but its arguments: safe on a worker thread. */
+static int hash_into(struct workers *w, int fd, int64_t size, EVP_MD_CTX *md)
+{
+	static const unsigned char zeros[1 << 16];
+	unsigned char *buf = malloc(IO_BUF);
+	int64_t off = 0;
+	int rc = buf && md ? 0 : -ENOMEM;
+	while (rc == 0 && off < size) {
+		if (w && workers_stopping(w)) {
+			rc = -ECANCELED;
+			break;
+		}
+		off_t data = lseek(fd, (off_t)off, SEEK_DATA);
+		if (data < 0)
+			data = errno == ENXIO ? (off_t)size : (off_t)off;   /* no data past off / no SEEK_DATA */
+		if (data > size)
+			data = (off_t)size;
+		for (; off < data; ) {
+			size_t n = (size_t)(data - off < (int64_t)sizeof zeros ? data - off : (int64_t)sizeof zeros);
+			EVP_DigestUpdate(md, zeros, n);
+			off += (int64_t)n;
+		}
+		off_t hole = off < size ? lseek(fd, (off_t)off, SEEK_HOLE) : (off_t)size;
+		if (hole < 0 || hole <= off || hole > size)
+			hole = (off_t)size;
+		while (rc == 0 && off < hole) {
+			size_t want = (size_t)(hole - off < IO_BUF ? hole - off : IO_BUF);
+			ssize_t r = io_pread_upto(fd, buf, want, (uint64_t)off);
+			if (r < 0)
+				rc = (int)r;
+			else if ((size_t)r < want)
+				rc = -EAGAIN;
+			else
+				EVP_DigestUpdate(md, buf, (size_t)r);
+			off += r > 0 ? r : 0;
+			if (w && workers_stopping(w))
+				rc = -ECANCELED;
+		}
+	}
+	free(buf);
+	return rc;
+}
+
+static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
+{
+	unsigned char d[EVP_MAX_MD_SIZE];
+	EVP_MD_CTX *md = md_new();
+	int rc = md ? hash_into(w, fd, size, md) : -ENOMEM;
+	struct stat st;
+	unsigned n = 0;
+	if (rc == 0 && (fstat(fd, &st) < 0 || st.st_size != before->st_size || st.st_mtim.tv_sec != before->st_mtim.tv_sec ||
+	                st.st_mtim.tv_nsec != before->st_mtim.tv_nsec))
+		rc = -EAGAIN;
+	if (rc == 0 && (EVP_DigestFinal_ex(md, d, &n) != 1 || n != 32))
+		rc = -ENOMEM;
+	if (rc == 0)
+		io_hex(d, 32, out);
+	EVP_MD_CTX_free(md);
+	return rc;
+}
+
+static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
+                         int *out);
+
+enum hkind { H_OPEN, H_READ, H_ARTIFACT, H_COPY, H_SYNC, H_REHASH };
+
+/* One file hashed in the worker pool, and what to do with the digest back on the loop. */
+struct hjob {
+	struct transfers *tr;
+	enum hkind kind;
+	int fd;
+	struct stat st;
+	char abs[PATH_MAX + 64];    /* H_OPEN: the download's path or URI */
+	char h[33];                 /* H_READ: the download being reopened */
+	cJSON *args;                /* H_READ: the read's arguments (owned) */
+	char task[33];              /* H_ARTIFACT */
+	char name[NAME_MAX + 1];    /* H_ARTIFACT; H_COPY: the named copy's name */
+	int dirfd, out;             /* H_COPY: destination folder, the verified copy */
+	EVP_MD_CTX *md;             /* H_REHASH: the upload's running hash, rebuilt */
+	struct transfer_later later;
+	int rc;                     /* from the worker */
+	char sha[65];
+};
+
+static struct hjob *hj_new(struct transfers *tr)
+{
+	struct hjob *j = calloc(1, sizeof *j);
+	if (j) {
+		j->tr = tr;
+		j->fd = j->dirfd = j->out = -1;
+	}
+	return j;
+}
+
+static void hj_run(struct workers *w, void *arg)
+{
+	struct hjob *j = arg;
+	if (j->kind == H_SYNC)
+		j->rc = fdatasync(j->fd) < 0 ? -errno : 0;
+	else if (j->kind == H_REHASH)
+		j->rc = hash_into(w, j->fd, j->st.st_size, j->md);
+	else if (j->kind == H_COPY)
+		j->rc = copy_verified(w, j->fd, j->dirfd, j->st.st_size, j->sha, j->name, &j->out);
+	else
+		j->rc = hash_file(w, j->fd, j->st.st_size, &j->st, j->sha);
+}
+
+static void hj_done(void *arg, int ran);
+
+/* Hand j to the pool.  0; or -errno, and then j is the caller's still. */
+static int hj_submit(struct transfers *tr, struct hjob *j)
+{
+	int rc = workers_submit(tr->sv->workers, hj_run, hj_done, j);
+	if (rc == 0) {
+		tr->jobs++;
+		tr->deferred += j->later.answer != NULL;
+	}
+	return rc;
+}
+
+/* Should this file be hashed in the pool?  Small files are hashed at once. */
+static int hash_later(const struct transfers *tr, int64_t size)
+{
+	return tr->sv->workers && size > HASH_INLINE_MAX;
+}
+
+static cJSON *hash_failure(const char *abs, int rc)
+{
+	return facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
+	               "being written.", "'%s' could not be read whole: %s.", abs,
+	               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" :
+	               rc == -ECANCELED ? "the server is stopping" : strerror(-rc)));
+}
+
+/* The download is hashed: it gets its handle (fd is taken). */
+static cJSON *download_opened(struct transfers *tr, int *fd, const struct stat *st, const char *abs, const char *sha)
+{
+	struct xfer *x = xfer_alloc("");
+	if (!x || io_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
+		if (x)
+			xfer_free(x);
+		return facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
+	}
+	memcpy(x->sha, sha, 65);
+	x->dir = X_DOWNLOAD;
+	x->size = st->st_size;
+	fid_of_stat(st, *fd, &x->id);
+	x->mtime = st->st_mtim;
+	x->ctime = st->st_ctim;
+	x->created_ms = x->touched_ms = now_ms();
+	x->fd = *fd;
+	*fd = -1;
+	x->ready = 1;
+	x->next = tr->list;
+	tr->list = x;
+	j_open(tr, x);
+	cJSON *o = cJSON_CreateObject();
+	add_common(o, x);
+	cJSON_AddStringToObject(o, "sha256", x->sha);
+	cJSON_AddNumberToObject(o, "chunkSize", CHUNK_SIZE);
+	cJSON_AddNumberToObject(o, "maxChunkSize", CHUNK_MAX);
+	cJSON_AddNumberToObject(o, "nextOffset", 0);
+	add_expiry(o, x);
+	cJSON_AddStringToObject(o, "note", "Download open. Call file_transfer_read {handle} repeatedly (each "
+		"read continues where the last ended) until eof is true, decode each data field from base64 "
+		"and append it; the bytes' sha256 must equal sha256.");
+	limit_ready(tr, x);
+	return facade_result(o, 0);
+}
+
+/* The whole file's sha256 is computed at open, from the descriptor the reads then use.  A
+ * large file is hashed in the worker pool and the open answers through later when it is done
+ * (NULL returned); the loop goes on serving meanwhile. */
+static cJSON *open_download(struct transfers *tr, const char *path, const struct transfer_later *later)
+{
+	char abs[PATH_MAX + 64], sha[65];
+	struct stat st;
+	cJSON *e = NULL, *res;
+	int fd = -1, rc;
+	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0)
+		return facade_failure(e);
+	if (st.st_size > XFER_MAX_BYTES) {
+		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
+		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
+		close(fd);
+		return res;
+	}
+	if (later && hash_later(tr, st.st_size)) {
+		struct hjob *j = hj_new(tr);
+		if (j) {
+			j->tr = tr;
+			j->kind = H_OPEN;
+			j->fd = fd;
+			j->st = st;
+			j->later = *later;
+			snprintf(j->abs, sizeof j->abs, "%s", abs);
+			if (hj_submit(tr, j) == 0)
+				return NULL;
+			free(j);
+		}
+	}
+	rc = hash_file(NULL, fd, st.st_size, &st, sha);
+	res = rc < 0 ? hash_failure(abs, rc) : download_opened(tr, &fd, &st, abs, sha);
+	if (fd >= 0)
+		close(fd);
+	return res;
+}
+
+/* ---- write / read / commit / status ------------------------------------------------------------ */
+
+static cJSON *not_active(const struct xfer *x)
+{
+	if (x->state == XS_COMMITTED)
+		return env("not_active", 0, "The upload is finished; open a new transfer to send another file.",
+		           "Upload %s was already committed to %s.", x->h, x->path);
+	return env("not_active", 0,
+		x->dir == X_UPLOAD
+			? "Start over: call file_transfer_open again with the same path (and size, sha256), then "
+			  "send the file from offset 0."
+			: "Call file_transfer_open again to download the file as it is now.",
+		"Transfer %s failed: %s", x->h, x->msg ? x->msg : "no reason recorded");
+}
+
+static cJSON *write_view(const struct xfer *x, int64_t n, int64_t end)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "received", (double)n);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)end);
+	if (x->size >= 0)
+		cJSON_AddNumberToObject(o, "remaining", (double)(x->size - end));
+	cJSON_AddStringToObject(o, "note", x->size >= 0 && end == x->size
+		? "All declared bytes received. Call file_transfer_commit {handle} to verify and place the file."
+		: "Stored. Send the next chunk at nextOffset; after the last one call file_transfer_commit.");
+	return facade_result(o, 0);
+}
+
+static cJSON *dup_view(const struct xfer *x)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "received", 0);
+	cJSON_AddBoolToObject(o, "duplicate", 1);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->last_off + x->last_len));
+	cJSON_AddStringToObject(o, "note", "This chunk had already been received (same offset, same "
+		"bytes); nothing was written twice. Continue with the chunk at nextOffset.");
+	return facade_result(o, 0);
+}
+
+/* Queue the answer to a chunk (or to a repeat of it) until a sync covers it.  0 or -ENOMEM. */
+static int ack_later(struct transfers *tr, struct xfer *x, int64_t off, int64_t len, int dup,
+                     const struct transfer_later *later)
+{
+	struct xack *a = calloc(1, sizeof *a), **pp = &x->acks;
+	if (!a)
+		return -ENOMEM;
+	a->off = off;
+	a->len = len;
+	a->dup = dup;
+	a->later = *later;
+	if (!x->acks) {
+		x->dlast_off = x->last_off;
+		x->dlast_len = x->last_len;
+	}
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = a;
+	tr->deferred++;
+	return 0;
+}
+
+/* The bytes up to end are durable: journal and answer the chunks they hold, in order. */
+static void flush_acks(struct transfers *tr, struct xfer *x, int64_t end)
+{
+	while (x->acks && x->acks->off + x->acks->len <= end) {
+		struct xack *a = x->acks;
+		x->acks = a->next;
+		if (!a->dup) {
+			j_chunk_at(tr, x, a->off, a->len);
+			x->dlast_off = a->off;
+			x->dlast_len = a->len;
+		}
+		a->later.answer(a->later.ctx, a->dup ? dup_view(x) : write_view(x, a->len, a->off + a->len));
+		free(a);
+	}
+}
+
+/* Answer every queued chunk with r_of(x) (NULL: drop them, the server is stopping). */
+static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x))
+{
+	while (x->acks) {
+		struct xack *a = x->acks;
+		x->acks = a->next;
+		if (r_of)
+			a->later.answer(a->later.ctx, r_of(x));
+		else if (a->later.drop)
+			a->later.drop(a->later.ctx);
+		free(a);
+	}
+}
+
+static cJSON *ack_not_active(const struct xfer *x)
+{
+	return facade_failure(not_active(x));
+}
+
+static cJSON *sync_failed(const struct xfer *x)
+{
+	return facade_failure(with_cursor(env("internal_error", 1, "Send the chunks again from partial.cursor; if the "
+		"disk is full, tell the operator.", "The staged bytes could not be synced."), x->cursor));
+}
+
+/* A sync failed (or never ran): the queued chunks are not acknowledged.  The cursor goes back
+ * to the last chunk journaled, and the upload is reopened on its next use (staged bytes cut
+ * back, hash rebuilt). */
+static void fail_acks(struct transfers *tr, struct xfer *x, int rc)
+{
+	if (!x->acks)
+		return;
+	fplog(&tr->sv->log, FPLOG_ERROR, NULL, "transfer %s: syncing staged bytes failed: %s", x->h,
+	      rc == -ECANCELED ? "the server is stopping" : strerror(-rc));
+	x->cursor = x->acks->off;
+	x->last_off = x->dlast_off;
+	x->last_len = x->dlast_len;
+	xfer_close(x);
+	answer_acks(x, rc == -ECANCELED ? NULL : sync_failed);
+}
+
+static cJSON *committing(const struct xfer *x)
+{
+	return env("not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
+	           "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
+}
+
+static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                          const struct transfer_later *later);
+
+static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data,
+                       const struct transfer_later *later)
+{
+	size_t elen = strlen(data), bad = 0;
+	if (x->dir != X_UPLOAD)
+		return facade_failure(invalid_param("handle", "Use file_transfer_read with a download handle.",
+		                          "This handle is a download; file_transfer_write needs an upload handle."));
+	upload_ready(tr, x);
+	if (x->state != XS_ACTIVE)
+		return facade_failure(not_active(x));
+	if (x->committing)
+		return facade_failure(committing(x));
+	if (elen > CHUNK_B64_MAX)
+		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
+			"file_transfer_write; 262144 (chunkSize) is the recommended size. Split the chunk and send "
+			"it again from the same offset.", "The chunk is %zu base64 characters, more than 1 MiB of bytes.",
+			elen), x->cursor));
+	ssize_t n = b64_decode(data, elen, tr->buf, &bad);
+	if (n < 0) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "data is not valid base64 (bad character at position %zu).", bad);
+		return facade_failure(with_cursor(invalid_param("data", "Encode the chunk's bytes as standard base64 "
+			"(A-Z a-z 0-9 + /, '=' padding only at the end, no line breaks) and send it again.", msg),
+			x->cursor));
+	}
+	if (n > CHUNK_MAX)
+		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes per write.",
+		                            "The chunk has %zd bytes, more than 1 MiB.", n), x->cursor));
+	if (off != x->cursor) {
+		/* The answer to the last chunk may have been lost: the same bytes again at the same
+		 * offset are acknowledged without writing anything (once that chunk is durable). */
+		if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
+		    io_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
+			x->touched_ms = now_ms();
+			if (x->acks && later && ack_later(tr, x, off, n, 1, later) == 0)
+				return NULL;
+			return dup_view(x);
+		}
+		char hint[300];
+		snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
+		         "next; file_transfer_status always shows this offset.", (long long)x->cursor);
+		return facade_failure(with_cursor(env("offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
+			(long long)x->cursor, (long long)off, off < x->cursor ? " (those bytes were already received)"
+			                                                        : " (bytes before it are missing)"),
+			x->cursor));
+	}
+	if (x->size >= 0 && off + n > x->size) {
+		char hint[400];
+		snprintf(hint, sizeof hint, "Send at most %lld more bytes from offset %lld. If the file really is "
+		         "larger, call file_transfer_open again with the same path and the right size: that "
+		         "starts the upload over.", (long long)(x->size - x->cursor), (long long)x->cursor);
+		return facade_failure(with_cursor(env("size_mismatch", 1, hint, "The chunk would end at %lld, past the "
+			"declared size %lld; nothing was written.", (long long)(off + n), (long long)x->size), x->cursor));
+	}
+	if (off + n > XFER_MAX_BYTES)
+		return facade_failure(with_cursor(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		                            "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES), x->cursor));
+	return n > 0 ? store_chunk(tr, x, off, n, later) : write_view(x, 0, x->cursor);
+}
+
+/* Write one chunk at the cursor.  Its bytes are synced before it is acknowledged and before
+ * its journal record is appended: here, or — when the answer can wait and there is a worker
+ * pool — there (NULL returned; the loop goes on serving while the disk syncs). */
+static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                          const struct transfer_later *later)
+{
+	struct hjob *j = later && tr->sv->workers ? hj_new(tr) : NULL;
+	int rc = io_pwrite_full(x->fd, tr->buf, (size_t)n, (uint64_t)off);
+	if (rc == 0 && j && ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || ack_later(tr, x, off, n, 0, later) < 0)) {
+		if (j->fd >= 0)
+			close(j->fd);
+		free(j);
+		j = NULL;
+	}
+	if (rc == 0 && !j && fdatasync(x->fd) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (j)
+			free(j);   /* (not reached with an ack queued: rc is the pwrite's) */
+		return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
+			"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
+	}
+	EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
+	x->last_off = off;
+	x->last_len = n;
+	x->cursor = off + n;
+	x->touched_ms = now_ms();
+	if (!j) {
+		j_chunk(tr, x);
+		return write_view(x, n, x->cursor);
+	}
+	j->kind = H_SYNC;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	if (hj_submit(tr, j) == 0)
+		return NULL;
+	/* The pool is stopping: sync here; the queued answer goes out with the others. */
+	close(j->fd);
+	free(j);
+	if (fdatasync(x->fd) < 0) {
+		fail_acks(tr, x, -errno);
+		return NULL;
+	}
+	flush_acks(tr, x, x->cursor);
+	return NULL;
+}
+
+/* A download handle after a restart or parking: open the same file again and check it is the
+ * same file (fid_same) with the same size.  Parked in this process with unchanged mtime and
+ * ctime (which no one can set back), it is the same bytes; otherwise its sha256 is computed
+ * again — in the pool when it is large and the answer can wait (1: j was submitted and will
+ * answer).  0 ready, -ESTALE changed, -1 with *e not there. */
+static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, const struct transfer_later *later,
+                           const cJSON *args)
+{
+	char abs[PATH_MAX + 64], sha[65];
+	struct stat st;
+	struct fid now;
+	int fd = -1;
+	if (download_fd(tr, x->path, &fd, &st, abs, sizeof abs, e) < 0)
+		return -1;
+	fid_of_stat(&st, fd, &now);
+	int same_times = x->parked && st.st_mtim.tv_sec == x->mtime.tv_sec && st.st_mtim.tv_nsec == x->mtime.tv_nsec &&
+	                 st.st_ctim.tv_sec == x->ctime.tv_sec && st.st_ctim.tv_nsec == x->ctime.tv_nsec;
+	if (!fid_same(&x->id, &now) || st.st_size != x->size) {
+		close(fd);
+		*e = NULL;
+		return -ESTALE;
+	}
+	if (!same_times && later && hash_later(tr, st.st_size)) {
+		struct hjob *j = hj_new(tr);
+		if (j && (j->args = cJSON_Duplicate(args, 1))) {
+			j->tr = tr;
+			j->kind = H_READ;
+			j->fd = fd;
+			j->st = st;
+			j->later = *later;
+			memcpy(j->h, x->h, sizeof j->h);
+			if (hj_submit(tr, j) == 0)
+				return 1;
+		}
+		if (j)
+			cJSON_Delete(j->args);
+		free(j);
+	}
+	if (!same_times && (hash_file(NULL, fd, st.st_size, &st, sha) < 0 || strcmp(sha, x->sha) != 0)) {
+		close(fd);
+		*e = NULL;
+		return -ESTALE;
+	}
+	x->fd = fd;
+	x->mtime = st.st_mtim;
+	x->ctime = st.st_ctim;
+	x->ready = 1;
+	x->parked = 0;
+	return 0;
+}
+
+static cJSON *changed(struct transfers *tr, struct xfer *x)
+{
+	fail_xfer(tr, x, "The file changed after the download was opened.");
+	return facade_failure(env("checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
+	                "now, and start from offset 0.", "'%s' changed after the download was opened; its bytes "
+	                "no longer match sha256 %s.", x->path, x->sha));
+}
+
+static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *args, const struct transfer_later *later)
+{
+	const cJSON *joff = cJSON_GetObjectItem(args, "offset"), *jlen = cJSON_GetObjectItem(args, "length");
+	if (x->dir != X_DOWNLOAD)
+		return facade_failure(invalid_param("handle", "Use file_transfer_write with an upload handle.",
+		                          "This handle is an upload; file_transfer_read needs a download handle."));
+	if (x->state != XS_ACTIVE)
+		return facade_failure(not_active(x));
+	if (!x->ready) {
+		cJSON *e = NULL;
+		int rc = download_reopen(tr, x, &e, later, args);
+		if (rc == 1)
+			return NULL;   /* answered when the file has been hashed again */
+		if (rc == -ESTALE)
+			return changed(tr, x);
+		if (rc < 0) {
+			fail_xfer(tr, x, "The file is no longer there.");
+			return facade_failure(e);
+		}
+	}
+	int64_t off = joff ? (int64_t)joff->valuedouble : x->cursor;
+	int64_t len = jlen ? (int64_t)jlen->valuedouble : CHUNK_SIZE;
+	if (len > CHUNK_MAX)
+		return facade_failure(env("chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
+		                "length %lld is more than 1 MiB.", (long long)len));
+	if (off > x->size) {
+		char msg[200];
+		snprintf(msg, sizeof msg, "offset %lld is past the end of the file (size %lld).", (long long)off,
+		         (long long)x->size);
+		return facade_failure(invalid_param("offset", "Read at an offset between 0 and size.", msg));
+	}
+	struct stat st;
+	if (fstat(x->fd, &st) < 0 || st.st_size != x->size || st.st_mtim.tv_sec != x->mtime.tv_sec ||
+	    st.st_mtim.tv_nsec != x->mtime.tv_nsec)
+		return changed(tr, x);
+	size_t n = (size_t)(x->size - off < len ? x->size - off : len);
+	ssize_t r = io_pread_upto(x->fd, tr->buf, n, off);
+	if (r < 0)
+		return facade_failure(env("internal_error", 1, "Read the same range again.", "Read failed: %s.", strerror((int)-r)));
+	if ((size_t)r != n)
+		return changed(tr, x);
+	b64_encode(tr->buf, n, tr->enc);
+	x->cursor = off + (int64_t)n;
+	x->touched_ms = now_ms();
+	int eof = x->cursor == x->size;
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "data", tr->enc);
+	cJSON_AddNumberToObject(o, "bytes", (double)n);
+	cJSON_AddNumberToObject(o, "offset", (double)off);
+	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
+	cJSON_AddBoolToObject(o, "eof", eof);
+	cJSON_AddNumberToObject(o, "size", (double)x->size);
+	if (eof)
+		cJSON_AddStringToObject(o, "sha256", x->sha);
+	cJSON_AddStringToObject(o, "note", eof
+		? "End of file. The sha256 of all the bytes read must equal sha256; if not, read again from offset 0."
+		: "Call file_transfer_read {handle} again for the next chunk (it continues at nextOffset).");
+	return facade_result(o, 0);
+}
+
+/* Give the inode behind fd the name dirfd/name (failing with -EEXIST if the name is taken):
+ * through /proc/self/fd, or AT_EMPTY_PATH where /proc is missing (that needs
+ * CAP_DAC_READ_SEARCH). */
+static int link_fd(int fd, int dirfd, const char *name)
+{
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+	if (linkat(AT_FDCWD, proc, dirfd, name, AT_SYMLINK_FOLLOW) == 0)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
+	return linkat(fd, "", dirfd, name, AT_EMPTY_PATH) < 0 ? -errno : 0;
+}
+
+/* Publish x->pubfd (the inode that was hashed, or its verified copy) at the destination, from
+ * the descriptor and never by the staging name, then check the name holds that very inode: a
+ * job that can write the folder may race the link or the rename, and then the commit fails
+ * instead of reporting the job's bytes as the client's. */
+static int publish(struct xfer *x, const char *name)
+{
+	char tmp[80];
+	int rc;
+	if (!x->overwrite) {
+		rc = link_fd(x->pubfd, x->dirfd, name);
+	} else {
+		temp_name(x, tmp, sizeof tmp);
+		unlinkat(x->dirfd, tmp, 0);
+		if ((rc = link_fd(x->pubfd, x->dirfd, tmp)) == 0 && renameat(x->dirfd, tmp, x->dirfd, name) < 0) {
+			rc = -errno;
+			unlinkat(x->dirfd, tmp, 0);
+		}
+	}
+	if (rc == 0 && !published(x, name))
+		rc = -ESTALE;
+	return rc;
+}
+
+/* Cross-file-system commits: the staged bytes cannot be linked into the destination folder,
+ * so they are copied into a file there that has no name yet (O_TMPFILE; where the file system
+ * lacks it, the named file cname, which a job that can write the folder could tamper with
+ * until the check below), synced, and hashed again from the copy.  The copy (*out) is what
+ * publish() links.  0, or -errno (-EIO: the copy's bytes differ from sha).  Touches only its
+ * arguments: runs on a worker thread for large files (w then lets it stop early). */
+static int copy_verified(struct workers *w, int src, int dirfd, int64_t len, const char *sha, const char *cname,
+                         int *out)
+{
+	char got[65];
+	struct stat st;
+	unsigned char *buf = malloc(IO_BUF);
+	int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600), rc = 0, named = 0;
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
+		unlinkat(dirfd, cname, 0);
+		fd = openat(dirfd, cname, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		named = 1;
+	}
+	if (fd < 0 || !buf) {
+		rc = fd < 0 ? -errno : -ENOMEM;
+		goto fail;
+	}
+	for (int64_t off = 0; off < len && rc == 0;) {
+		size_t want = (size_t)(len - off < IO_BUF ? len - off : IO_BUF);
+		ssize_t r = io_pread_upto(src, buf, want, (uint64_t)off);
+		if (r <= 0)
+			rc = r < 0 ? (int)r : -EIO;
+		else if ((rc = io_pwrite_full(fd, buf, (size_t)r, (uint64_t)off)) == 0)
+			off += r;
+		if (rc == 0 && w && workers_stopping(w))
+			rc = -ECANCELED;
+	}
+	if (rc == 0 && (fsync(fd) < 0 || fstat(fd, &st) < 0))
+		rc = -errno;
+	if (rc == 0 && (rc = hash_file(w, fd, len, &st, got)) == 0 && strcmp(got, sha) != 0)
+		rc = -EIO;
+	if (rc < 0)
+		goto fail;
+	/* A named copy keeps its name until the commit is recorded (a file without links cannot
+	 * be linked again); publish() verifies the inode either way. */
+	free(buf);
+	*out = fd;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	if (fd >= 0 && named)
+		unlinkat(dirfd, cname, 0);
+	free(buf);
+	return rc;
+}
+
+static int copy_for_publish(struct transfers *tr, struct xfer *x)
+{
+	char cname[80];
+	(void)tr;
+	copy_name(x, cname, sizeof cname);
+	return copy_verified(NULL, x->fd, x->dirfd, x->cursor, x->sha, cname, &x->pubfd);
+}
+
+/* 1 when the staged file and the destination folder are on different file systems. */
+static int cross_fs(const struct xfer *x)
+{
+	struct stat a, b;
+	return fstat(x->fd, &a) == 0 && fstat(x->dirfd, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+/* The inode this commit will publish, recorded (intent) before it can appear at the
+ * destination.  The staged file itself when it is on the destination's file system, else a
+ * verified copy.  0 or -errno. */
+static int prepare_publish(struct transfers *tr, struct xfer *x, int copy)
+{
+	struct fid f;
+	int rc;
+	if (x->pubfd < 0) {
+		if (copy || cross_fs(x)) {
+			if ((rc = copy_for_publish(tr, x)) < 0)
+				return rc;
+		} else if ((x->pubfd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+			return -errno;
+		}
+	}
+	if ((rc = fid_of(x->pubfd, &f)) < 0)
+		return rc;
+	if (!x->intent || !fid_same(&x->pub, &f)) {
+		x->pub = f;
+		x->intent = 1;
+		if ((rc = j_intent(tr, x)) < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Publish a verified upload.  Everything it depends on — its chunk records and the intent
+ * record — is made durable first (the journal's group commit, brought forward), so a crash
+ * can never leave a published file whose chunks the journal does not have: after a restart
+ * the same commit answers completed with the same sha256.  0 or -errno. */
+static int commit_publish(struct transfers *tr, struct xfer *x)
+{
+	int rc = 0;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if ((rc = prepare_publish(tr, x, attempt)) < 0)
+			return rc;
+		if (tr->sv->persist && persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
+			return rc;
+		rc = publish(x, last_name(x->path));
+		if (rc != -EXDEV)
+			break;
+		/* The same st_dev but another mount (a bind mount): copy after all. */
+		close(x->pubfd);
+		x->pubfd = -1;
+	}
+	if (rc == 0)
+		fsync(x->dirfd);
+	return rc;
+}
+
+static cJSON *finish_commit(struct transfers *tr, struct xfer *x);
+static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later);
+
+static cJSON *do_commit(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
+{
+	char sha[65];
+	if (x->dir != X_UPLOAD)
+		return facade_failure(invalid_param("handle", "Downloads need no commit; just stop reading.",
+		                          "This handle is a download; only uploads are committed."));
+	upload_ready(tr, x);
+	if (x->state == XS_COMMITTED)
+		return committed_view(x, 1);
+	if (x->state != XS_ACTIVE)
+		return facade_failure(not_active(x));
+	if (x->committing)
+		return facade_failure(committing(x));
+	if (x->acks) {
+		/* Chunks still waiting for their sync: one sync here covers them all. */
+		if (fsync(x->fd) < 0) {
+			fail_acks(tr, x, -errno);
+			return sync_failed(x);
+		}
+		flush_acks(tr, x, x->cursor);
+	}
+	if (x->size >= 0 && x->cursor < x->size) {
+		char hint[300];
+		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
+		         "offset %lld (partial.cursor), then commit again.", (long long)(x->size - x->cursor),
+		         (long long)x->cursor);
+		return facade_failure(with_cursor(env("size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
+			"been received; the upload stays open.", (long long)x->cursor, (long long)x->size), x->cursor));
+	}
+	if (md_peek(x->md, sha) < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again.", "Out of memory."));
+	if (x->want[0] && strcmp(sha, x->want) != 0) {
+		char why[300];
+		snprintf(why, sizeof why, "The received bytes have sha256 %s, not the declared %s.", sha, x->want);
+		fail_xfer(tr, x, why);
+		return facade_failure(env("checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
+			"the declared sha256 against the file, then call file_transfer_open again with the same path, "
+			"size and sha256 and send the whole file from offset 0.", "%s", why));
+	}
+	memcpy(x->sha, sha, sizeof sha);
+	if (fsync(x->fd) < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The staged bytes could not be synced: %s.", strerror(errno)));
+	if (later && x->pubfd < 0 && hash_later(tr, x->cursor) && cross_fs(x) && commit_later(tr, x, later) == 0)
+		return NULL;
+	return finish_commit(tr, x);
+}
+
+/* Publish, and say how that went. */
+static cJSON *finish_commit(struct transfers *tr, struct xfer *x)
+{
+	int rc = commit_publish(tr, x);
+	if (rc == -EEXIST)
+		return facade_failure(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
+			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
+			"'%s' appeared while the upload was running; the upload stays open and nothing was replaced.",
+			x->path));
+	if (rc == -ESTALE)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
+			"writes to the destination folder meanwhile.", "Something replaced '%s' while the upload was being "
+			"moved into place; the file there is not the upload's.", x->path));
+	if (rc < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The file could not be moved into place: %s.", strerror(-rc)));
+	mark_committed(tr, x);
+	return committed_view(x, 0);
+}
+
+static cJSON *do_status(struct transfers *tr, struct xfer *x)
+{
+	(void)tr;
+	cJSON *o = cJSON_CreateObject();
+	add_common(o, x);
+	cJSON_AddStringToObject(o, "status", state_name(x->state));
+	/* Acknowledged bytes only: chunks still being synced are not. */
+	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->acks ? x->acks->off : x->cursor));
+	if (x->dir == X_UPLOAD && x->want[0])
+		cJSON_AddStringToObject(o, "declaredSha256", x->want);
+	if (x->sha[0])
+		cJSON_AddStringToObject(o, "sha256", x->sha);
+	add_expiry(o, x);
+	const char *note;
+	if (x->state == XS_FAILED) {
+		cJSON_AddItemToObject(o, "error", not_active(x));
+		note = "This transfer failed; error.recoveryHint says how to start over.";
+	} else if (x->state == XS_COMMITTED) {
+		note = "Committed: the file is in place at path.";
+	} else if (x->dir == X_UPLOAD) {
+		note = "Continue with file_transfer_write at nextOffset; after the last chunk call file_transfer_commit.";
+	} else {
+		note = "Continue with file_transfer_read at nextOffset (or any offset) until eof.";
+	}
+	cJSON_AddStringToObject(o, "note", note);
+	return facade_result(o, 0);
+}
+
+/* A download reopened in the pool: if its bytes still hash to the sha256 of its open, the
+ * read that asked goes ahead. */
+static cJSON *read_verified(struct transfers *tr, struct hjob *j)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x)
+		return facade_failure(unknown_handle(tr, j->h));
+	if (x->state != XS_ACTIVE)
+		return facade_failure(not_active(x));
+	if (!x->ready) {
+		if (j->rc < 0 || strcmp(j->sha, x->sha) != 0)
+			return changed(tr, x);
+		x->fd = j->fd;
+		j->fd = -1;
+		x->mtime = j->st.st_mtim;
+		x->ctime = j->st.st_ctim;
+		x->ready = 1;
+		x->parked = 0;
+	}
+	cJSON *r = do_read(tr, x, j->args, NULL);
+	limit_ready(tr, x);
+	return r;
+}
+
+/* An artifact's digest: into the task's artifact list (sha256Status dropped, or "failed"),
+ * and into the journal, so the task's record says it after a restart too. */
+static void artifact_hashed(struct transfers *tr, struct hjob *j)
+{
+	struct task *t = tasks_find(tr->sv->tasks, j->task);
+	cJSON *a;
+	if (!t)
+		return;   /* expired meanwhile */
+	cJSON_ArrayForEach(a, t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(a, "name");
+		if (!cJSON_IsString(n) || strcmp(n->valuestring, j->name) != 0)
+			continue;
+		const char *status = j->rc == -EFBIG ? "skipped" : "failed";
+		artifact_set_sha(a, j->rc == 0 ? j->sha : NULL, status);
+		if (j->rc < 0)
+			fplog(&tr->sv->log, FPLOG_WARNING, t->id, "artifact %s could not be hashed: %s", j->name,
+			      j->rc == -EAGAIN ? "it changed while it was read" : strerror(-j->rc));
+		struct frame_map r;
+		frame_map_begin(&r, 5);
+		frame_pack_kv_str(&r.pk, "t", t->id);
+		frame_pack_kv_str(&r.pk, "name", j->name);
+		frame_pack_kv_int(&r.pk, "size", (int64_t)j->st.st_size);
+		frame_pack_kv_str(&r.pk, "sha", j->rc == 0 ? j->sha : "");
+		frame_pack_kv_str(&r.pk, "status", j->rc == 0 ? "" : status);
+		rec_end(tr, &r, REC_X_ARTSHA);
+		return;
+	}
+}
+
+/* A cross-file-system commit of a large upload: the copy is made and verified in the pool,
+ * and the commit answers through later when it is published.  0, or -errno (then the caller
+ * copies inline). */
+static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
+{
+	struct hjob *j = hj_new(tr);
+	if (!j)
+		return -ENOMEM;
+	j->kind = H_COPY;
+	j->later = *later;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	memcpy(j->sha, x->sha, sizeof j->sha);
+	copy_name(x, j->name, sizeof j->name);
+	if ((j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0 || (j->dirfd = fcntl(x->dirfd, F_DUPFD_CLOEXEC, 0)) < 0 ||
+	    hj_submit(tr, j) < 0) {
+		if (j->fd >= 0)
+			close(j->fd);
+		if (j->dirfd >= 0)
+			close(j->dirfd);
+		free(j);
+		return -ENOMEM;
+	}
+	x->committing = 1;
+	return 0;
+}
+
+/* A commit's cross-file-system copy is made and verified: publish it. */
+static cJSON *copied(struct transfers *tr, struct hjob *j)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x)
+		return facade_failure(unknown_handle(tr, j->h));
+	if (x->state == XS_COMMITTED)
+		return committed_view(x, 1);
+	if (x->state != XS_ACTIVE || !x->committing)
+		return facade_failure(not_active(x));
+	x->committing = 0;
+	if (j->rc < 0)
+		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The file could not be copied into place: %s.",
+			j->rc == -EIO ? "the copy did not read back as the same bytes" : strerror(-j->rc)));
+	x->pubfd = j->out;
+	j->out = -1;
+	cJSON *r = finish_commit(tr, x);
+	limit_ready(tr, x);
+	return r;
+}
+
+static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later);
+
+/* After a restart, a large staged upload's running hash is rebuilt in the pool (the upload is
+ * usable meanwhile: status and resuming opens answer, writes and commits wait).  0 when
+ * submitted, -errno to hash inline instead. */
+static int rehash_later(struct transfers *tr, struct xfer *x)
+{
+	if (!hash_later(tr, x->cursor))
+		return -EAGAIN;
+	struct hjob *j = hj_new(tr);
+	if (!j || !(j->md = md_new()) || (j->fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		if (j)
+			EVP_MD_CTX_free(j->md);
+		free(j);
+		return -ENOMEM;
+	}
+	j->kind = H_REHASH;
+	j->st.st_size = x->cursor;
+	memcpy(j->h, x->h, sizeof j->h);
+	if (hj_submit(tr, j) < 0) {
+		close(j->fd);
+		EVP_MD_CTX_free(j->md);
+		free(j);
+		return -ENOMEM;
+	}
+	x->rehashing = 1;
+	return 0;
+}
+
+/* Park a write or commit until the hash is rebuilt.  0 or -ENOMEM. */
+static int wait_rehash(struct transfers *tr, struct xfer *x, const char *name, const cJSON *args,
+                       const struct transfer_later *later)
+{
+	struct xwait *w = calloc(1, sizeof *w), **pp = &x->waiters;
+	if (!w || !(w->args = cJSON_Duplicate(args, 1))) {
+		free(w);
+		return -ENOMEM;
+	}
+	snprintf(w->name, sizeof w->name, "%s", name);
+	w->later = *later;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = w;
+	tr->deferred++;
+	return 0;
+}
+
+/* Run (ran) or drop the calls that waited for x's hash. */
+static void run_waiters(struct transfers *tr, struct xfer *x, int ran)
+{
+	while (x->waiters) {
+		struct xwait *w = x->waiters;
+		x->waiters = w->next;
+		if (ran) {
+			unsigned long before = tr->deferred;
+			cJSON *r = dispatch(tr, w->name, w->args, &w->later);
+			if (r || tr->deferred == before)
+				w->later.answer(w->later.ctx, r);
+		} else if (w->later.drop) {
+			w->later.drop(w->later.ctx);
+		}
+		cJSON_Delete(w->args);
+		free(w);
+	}
+}
+
+static void rehashed(struct transfers *tr, struct hjob *j, int ran)
+{
+	struct xfer *x = find(tr, j->h);
+	if (!x || !x->rehashing)
+		return;
+	x->rehashing = 0;
+	if (ran && j->rc == 0 && !x->md) {
+		x->md = j->md;
+		j->md = NULL;
+	} else if (ran && j->rc < 0 && x->state == XS_ACTIVE) {
+		fail_xfer(tr, x, "The staged bytes could not be read after a restart.");
+	} else if (!ran) {
+		xfer_close(x);   /* reopened (and hashed) on its next use */
+	}
+	run_waiters(tr, x, ran);
+}
+
+static void hj_done(void *arg, int ran)
+{
+	struct hjob *j = arg;
+	struct transfers *tr = j->tr;
+	cJSON *r = NULL;
+	tr->jobs--;
+	if (j->kind == H_REHASH) {
+		rehashed(tr, j, ran);
+	} else if (j->kind == H_SYNC) {
+		struct xfer *x = find(tr, j->h);
+		if (x && (!ran || j->rc < 0))
+			fail_acks(tr, x, ran ? j->rc : -ECANCELED);
+		else if (x)
+			flush_acks(tr, x, j->st.st_size);
+	} else if (!ran) {
+		struct xfer *x = j->kind == H_COPY ? find(tr, j->h) : NULL;
+		if (x)
+			x->committing = 0;
+		if (j->kind != H_ARTIFACT && j->later.drop)
+			j->later.drop(j->later.ctx);
+	} else if (j->kind == H_OPEN) {
+		r = j->rc < 0 ? hash_failure(j->abs, j->rc) : download_opened(tr, &j->fd, &j->st, j->abs, j->sha);
+		j->later.answer(j->later.ctx, r);
+	} else if (j->kind == H_READ) {
+		r = read_verified(tr, j);
+		j->later.answer(j->later.ctx, r);
+	} else if (j->kind == H_COPY) {
+		j->later.answer(j->later.ctx, copied(tr, j));
+	} else {
+		artifact_hashed(tr, j);
+	}
+	if (j->out >= 0)
+		close(j->out);
+	if (j->dirfd >= 0)
+		close(j->dirfd);
+	if (j->fd >= 0)
+		close(j->fd);
+	cJSON_Delete(j->args);
+	EVP_MD_CTX_free(j->md);
+	free(j);
+}
+
+int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
+                           const struct stat *st, char sha[65])
+{
+	long cap = tr->sv->cfg ? tr->sv->cfg->server.artifact_hash_max_bytes : ARTIFACT_HASH_MAX_DEFAULT;
+	if (st->st_size > cap)
+		return ARTIFACT_SKIPPED;
+	if (hash_later(tr, st->st_size)) {
+		struct hjob *j = hj_new(tr);
+		if (j && (j->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) >= 0) {
+			j->tr = tr;
+			j->kind = H_ARTIFACT;
+			j->st = *st;
+			snprintf(j->task, sizeof j->task, "%s", t->id);
+			snprintf(j->name, sizeof j->name, "%s", name);
+			if (hj_submit(tr, j) == 0)
+				return ARTIFACT_PENDING;
+			close(j->fd);
+		}
+		free(j);
+	}
+	return hash_file(NULL, fd, st->st_size, st, sha);
+}
+
+void artifact_set_sha(cJSON *a, const char *sha, const char *status)
+{
+	cJSON_DeleteItemFromObject(a, "sha256");
+	cJSON_DeleteItemFromObject(a, "sha256Status");
+	if (sha && *sha)
+		cJSON_AddStringToObject(a, "sha256", sha);
+	else
+		cJSON_AddStringToObject(a, "sha256Status", status);
+}
+
+/* After a restart: artifacts whose hashing was cut short are hashed again. */
+static void rehash_artifacts(struct transfers *tr)
+{
+	for (struct task *t = tr->sv->tasks ? tasks_newest(tr->sv->tasks) : NULL; t; t = t->next) {
+		cJSON *a;
+		cJSON_ArrayForEach(a, t->artifacts) {
+			const cJSON *n = cJSON_GetObjectItem(a, "name"), *stt = cJSON_GetObjectItem(a, "sha256Status");
+			char err[600], sha[65];
+			struct stat st;
+			int fd;
+			if (!cJSON_IsString(n) || !cJSON_IsString(stt) || strcmp(stt->valuestring, "pending") != 0 ||
+			    res_artifact_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
+				continue;
+			int rc = transfer_hash_artifact(tr, t, n->valuestring, fd, &st, sha);
+			if (rc == 0 || rc == ARTIFACT_SKIPPED || rc < 0) {
+				struct hjob j = { .tr = tr, .rc = rc == ARTIFACT_SKIPPED ? -EFBIG : rc, .st = st };
+				snprintf(j.task, sizeof j.task, "%s", t->id);
+				snprintf(j.name, sizeof j.name, "%s", n->valuestring);
+				memcpy(j.sha, sha, sizeof sha);
+				artifact_hashed(tr, &j);
+			}
+			close(fd);
+		}
+	}
+}
+
+cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args)
+{
+	return transfer_call_later(tr, name, schema, args, NULL);
+}
+
+cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
+                           const struct transfer_later *later)
+{
+	char err[256], field[128];
+	if (schema_validate(schema, args, err, sizeof err, field, sizeof field) < 0)
+		return facade_failure(invalid_param(field, NULL, err));
+	if (strcmp(name, "file_transfer_open") == 0) {
+		const char *dir = cJSON_GetObjectItem(args, "direction")->valuestring;
+		const char *path = cJSON_GetObjectItem(args, "path")->valuestring;
+		const cJSON *sz = cJSON_GetObjectItem(args, "size");
+		const cJSON *sha = cJSON_GetObjectItem(args, "sha256");
+		const cJSON *ow = cJSON_GetObjectItem(args, "overwrite");
+		char want[65] = "";
+		if (strcmp(dir, "download") == 0) {
+			if (sz || sha || cJSON_IsTrue(ow))
+				return facade_failure(invalid_param(sz ? "size" : sha ? "sha256" : "overwrite", "Leave out size, sha256 "
+					"and overwrite for downloads: the answer reports the file's size and sha256.",
+					"size, sha256 and overwrite apply to uploads only."));
+			cJSON *r = open_download(tr, path, later);
+			limit_ready(tr, tr->list);
+			return r;
+		}
+		if (sha) {
+			size_t n = strlen(sha->valuestring);
+			for (size_t i = 0; i < n && i < 64; i++)
+				want[i] = (char)(sha->valuestring[i] >= 'A' && sha->valuestring[i] <= 'F'
+					? sha->valuestring[i] - 'A' + 'a' : sha->valuestring[i]);
+			want[n < 64 ? n : 64] = 0;
+			if (n != 64 || !is_hex(want, 64))
+				return facade_failure(invalid_param("sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
+				                          "sha256 must be 64 hexadecimal digits."));
+		}
+		cJSON *r = open_upload(tr, path, sz ? (int64_t)sz->valuedouble : -1, want, cJSON_IsTrue(ow));
+		limit_ready(tr, tr->list);
+		return r;
+	}
+	return dispatch(tr, name, args, later);
+}
+
+/* A call on an existing handle (arguments validated). */
+static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later)
+{
+	const char *h = cJSON_GetObjectItem(args, "handle")->valuestring;
+	struct xfer *x = find(tr, h);
+	cJSON *r;
+	if (!x)
+		return facade_failure(unknown_handle(tr, h));
+	if (x->rehashing && (strcmp(name, "file_transfer_write") == 0 || strcmp(name, "file_transfer_commit") == 0)) {
+		if (later && wait_rehash(tr, x, name, args, later) == 0)
+			return NULL;
+		return facade_failure(with_cursor(env("not_active", 1, "Call again in a moment: the upload's staged bytes are "
+			"being checked after a restart.", "Upload %s is being checked after a restart.", x->h), x->cursor));
+	}
+	if (strcmp(name, "file_transfer_write") == 0)
+		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
+		             cJSON_GetObjectItem(args, "data")->valuestring, later);
+	else if (strcmp(name, "file_transfer_read") == 0)
+		r = do_read(tr, x, args, later);
+	else if (strcmp(name, "file_transfer_commit") == 0)
+		r = do_commit(tr, x, later);
+	else if (strcmp(name, "file_transfer_status") == 0)
+		r = do_status(tr, x);
+	else
+		r = facade_failure(env("internal_error", 0, "Call one of the file_transfer_* tools.",
+		                       "Unknown transfer tool %s.", name));
+	limit_ready(tr, x);
+	return r;
+}
+
+/* ---- files into jobs ---------------------------------------------------------------------------- */
+
+/* Copy src (size bytes) to dirfd/name as a read-only file, atomically. */
+static int copy_in(struct transfers *tr, int src, int64_t size, int dirfd, const char *name)
+{
+	char tmp[NAME_MAX + 16];
+	int out = -1, rc = 0;
+	snprintf(tmp, sizeof tmp, ".%.200s.tmp", name);
+	unlinkat(dirfd, tmp, 0);
+	out = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (out < 0)
+		return -errno;
+	loff_t in_off = 0;
+	while (in_off < size) {
+		ssize_t n = copy_file_range(src, &in_off, out, NULL, (size_t)(size - in_off), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n < 0 && errno != EXDEV && errno != ENOSYS && errno != EOPNOTSUPP && errno != EINVAL) {
+				rc = -errno;
+				goto fail;
+			}
+			/* No copy offload here (or a short source): plain reads and writes. */
+			while (in_off < size) {
+				ssize_t r = io_pread_upto(src, tr->buf2, IO_BUF, in_off);
+				if (r <= 0) {
+					rc = r < 0 ? (int)r : -EIO;
+					goto fail;
+				}
+				if ((rc = io_pwrite_full(out, tr->buf2, (size_t)r, in_off)) < 0)
+					goto fail;
+				in_off += r;
+			}
+			break;
+		}
+	}
+	if (fchmod(out, 0444) < 0 || renameat(dirfd, tmp, dirfd, name) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	close(out);
+	return 0;
+fail:
+	close(out);
+	unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
+static int mkdir_at(int dirfd, const char *name)
+{
+	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* The one file an earlier attempt placed in an argument's input folder.  0 and its name. */
+static int placed_before(int pd, char *name, size_t len)
+{
+	int d = fcntl(pd, F_DUPFD_CLOEXEC, 0), found = 0;
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	struct dirent *de;
+	if (!dir) {
+		if (d >= 0)
+			close(d);
+		return -ENOENT;
+	}
+	while ((de = readdir(dir))) {
+		struct stat st;
+		if (de->d_name[0] == '.' || fstatat(pd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		snprintf(name, len, "%s", de->d_name);
+		found++;
+	}
+	closedir(dir);
+	return found == 1 ? 0 : -ENOENT;
+}
+
+/* The source of an argument marked forkpoint-upload: a committed upload's handle, an artifact
+ * URI or a path inside a root.  0 with fd/size/base name, or -1 with an envelope. */
+static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *size, char *base, size_t baselen,
+                        cJSON **e)
+{
+	char abs[PATH_MAX + 64];
+	struct stat st;
+	const char *path = v;
+	if (strlen(v) == 32 && is_hex(v, 32)) {
+		struct xfer *x = find(tr, v);
+		if (!x) {
+			*e = unknown_handle(tr, v);
+			return -1;
+		}
+		if (x->dir != X_UPLOAD || x->state != XS_COMMITTED) {
+			*e = x->dir != X_UPLOAD
+				? invalid_param("handle", "Pass the handle of a committed upload, or a path.",
+				                "This handle is a download, not an uploaded file.")
+				: env("not_active", 1, "Call file_transfer_commit with the handle first, then call the tool "
+				      "again.", "Upload %s is not committed yet.", x->h);
+			return -1;
+		}
+		path = x->path;
+	}
+	if (download_fd(tr, path, fd, &st, abs, sizeof abs, e) < 0)
+		return -1;
+	*size = st.st_size;
+	struct res_uri u;
+	const char *b = res_uri_parse(abs, &u) == 0 ? u.name : last_name(abs);
+	size_t bl = strlen(b);
+	if (bl >= baselen) {
+		close(*fd);
+		*fd = -1;
+		*e = invalid_param("path", NULL, "The file name is too long.");
+		return -1;
+	}
+	memcpy(base, b, bl + 1);
+	return 0;
+}
+
+int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                          cJSON **err)
+{
+	char inputs[PATH_MAX], base[NAME_MAX + 1], dest[PATH_MAX + NAME_MAX + 300];
+	const cJSON *props = cJSON_GetObjectItem(schema, "properties");
+	const cJSON *p;
+	int wd = -1, in = -1, pd = -1, src = -1, rc = 0;
+	*err = NULL;
+	wd = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (wd < 0 || mkdir_at(wd, "inputs") < 0 || mkdir_at(wd, "outputs") < 0 ||
+	    (in = openat(wd, "inputs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		*err = env("internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+		           "The job's work folder %s could not be prepared: %s.", work_dir, strerror(errno));
+		rc = -1;
+		goto out;
+	}
+	snprintf(inputs, sizeof inputs, "%s/inputs", work_dir);
+	cJSON_ArrayForEach(p, props) {
+		const cJSON *fmt = cJSON_GetObjectItem(p, "format");
+		if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "forkpoint-upload") != 0)
+			continue;
+		cJSON *v = cJSON_GetObjectItem(args, p->string);
+		if (!cJSON_IsString(v))
+			continue;
+		/* A name per argument: two arguments may name files with the same base name. */
+		if (!res_name_ok(p->string) || mkdir_at(in, p->string) < 0 ||
+		    (pd = openat(in, p->string, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+			*err = env("internal_error", 1, "Call the tool again.", "Cannot prepare the input folder for "
+			           "argument %s.", p->string);
+			rc = -1;
+			goto out;
+		}
+		size_t il = strlen(inputs);
+		if (strncmp(v->valuestring, inputs, il) == 0 && v->valuestring[il] == '/') {
+			/* Already placed by an earlier attempt of the same task. */
+			close(pd);
+			pd = -1;
+			continue;
+		}
+		int64_t size = 0;
+		cJSON *e = NULL;
+		if (input_source(tr, v->valuestring, &src, &size, base, sizeof base, &e) < 0) {
+			/* A retry or resume after the upload's record expired: an earlier attempt of this
+			 * task already holds the file. */
+			if (strlen(v->valuestring) == 32 && is_hex(v->valuestring, 32) && !find(tr, v->valuestring) &&
+			    placed_before(pd, base, sizeof base) == 0) {
+				cJSON_Delete(e);
+				snprintf(dest, sizeof dest, "%s/%s/%s", inputs, p->string, base);
+				cJSON_ReplaceItemInObject(args, p->string, cJSON_CreateString(dest));
+				close(pd);
+				pd = -1;
+				continue;
+			}
+			cJSON_AddStringToObject(e, "param", p->string);
+			*err = e;
+			rc = -1;
+			goto out;
+		}
+		int c = copy_in(tr, src, size, pd, base);
+		if (c < 0) {
+			*err = env("internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+			           "The file for argument %s could not be copied into the job's folder: %s.", p->string,
+			           strerror(-c));
+			rc = -1;
+			goto out;
+		}
+		snprintf(dest, sizeof dest, "%s/%s/%s", inputs, p->string, base);
+		cJSON_ReplaceItemInObject(args, p->string, cJSON_CreateString(dest));
+		close(src);
+		src = -1;
+		close(pd);
+		pd = -1;
+	}
+out:
+	if (src >= 0)
+		close(src);
+	if (pd >= 0)
+		close(pd);
+	if (in >= 0)
+		close(in);
+	if (wd >= 0)
+		close(wd);
+	return rc;
+}
+
+unsigned long transfers_deferred(const struct transfers *tr)
+{
+	return tr->deferred;
+}
+
+struct supervisor *transfers_supervisor(struct transfers *tr)
+{
+	return tr->sv;
+}
+
+char *transfers_msgbuf(struct transfers *tr, size_t *len)
+{
+	*len = sizeof tr->msg;
+	return tr->msg;
+}
