@@ -31,10 +31,21 @@
 /* Values (containers, keys and scalars) one payload may hold: 1 Mi, whatever its byte size,
  * so a decoded frame costs at most its bytes plus 24 MiB of objects. */
 #define FRAME_MAX_NODES    (1u << 20)
-/* Largest checkpoint: it travels back to the job in a start frame with the task's arguments
- * and a few fields, which need the rest of an 8 MiB frame (the supervisor also refuses one
- * that, with the task's own arguments, would not fit). */
+/* The checkpoint limits, all here so that they cannot disagree.  A checkpoint travels back to
+ * the job in a start frame (at most FRAME_MAX_DEFAULT) with the task's arguments and the start
+ * frame's other fields (its keys, the task id, the tool name of at most 64 bytes, the counters),
+ * which take at most FRAME_START_FIELDS_MAX bytes.  So:
+ *   FRAME_CHECKPOINT_MAX  the largest checkpoint any job may send (libforkpoint's
+ *                         FP_CHECKPOINT_MAX is the same number): the frame less 4 KiB, which
+ *                         leaves 3.5 KiB for arguments;
+ *   a task's own limit    with its arguments packed in alen bytes, at most
+ *                         FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX - alen, and at most the
+ *                         tool's maxCheckpointMB MiB;
+ *   FRAME_CHECKPOINT_MB   maxCheckpointMB's default and maximum: FRAME_CHECKPOINT_MAX in
+ *                         whole MiB, rounded up (the quota is clipped to FRAME_CHECKPOINT_MAX). */
+#define FRAME_START_FIELDS_MAX 512u
 #define FRAME_CHECKPOINT_MAX (FRAME_MAX_DEFAULT - 4096u)
+#define FRAME_CHECKPOINT_MB  ((FRAME_CHECKPOINT_MAX + (1u << 20) - 1) >> 20)
 
 /* ---- decoding -------------------------------------------------------------- */
 

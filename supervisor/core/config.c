@@ -555,7 +555,8 @@ static int parse_annotations(struct ctx *cx, const cJSON *v, const char *kp, cJS
 	return 0;
 }
 
-static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct sandbox_cfg *sb)
+static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct sandbox_policy *sb,
+                         long *max_checkpoint_mb)
 {
 	static const char *const keys[] = {
 		"profile", "network", "memoryMB", "cpuSeconds", "maxProcesses", "maxFileMB",
@@ -574,7 +575,7 @@ static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct 
 	    opt_long(cx, v, kp, "cpuSeconds", 1, 31536000, &sb->cpu_seconds) ||
 	    opt_long(cx, v, kp, "maxProcesses", 1, 65536, &sb->max_processes) ||
 	    opt_long(cx, v, kp, "maxFileMB", 1, 1048576, &sb->max_file_mb) ||
-	    opt_long(cx, v, kp, "maxCheckpointMB", 1, 8, &sb->max_checkpoint_mb) ||
+	    opt_long(cx, v, kp, "maxCheckpointMB", 1, FRAME_CHECKPOINT_MB, max_checkpoint_mb) ||
 	    opt_paths(cx, v, kp, "readPaths", &sb->read_paths, &sb->n_read_paths) ||
 	    opt_paths(cx, v, kp, "writePaths", &sb->write_paths, &sb->n_write_paths))
 		return -1;
@@ -689,6 +690,7 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	t->timeout_seconds = 3600;
 	t->ttl_seconds = 86400;
 	snprintf(t->sandbox.profile, sizeof t->sandbox.profile, "default");
+	t->max_checkpoint_mb = FRAME_CHECKPOINT_MB;
 	if (need_object(cx, v, tp) || check_keys(cx, v, tp, keys))
 		return -1;
 
@@ -751,7 +753,7 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	t->task_support = (enum task_support)support;
 
 	key_path(kp, tp, "sandbox");
-	if (sb && parse_sandbox(cx, sb, kp, &t->sandbox))
+	if (sb && parse_sandbox(cx, sb, kp, &t->sandbox, &t->max_checkpoint_mb))
 		return -1;
 	return 0;
 }

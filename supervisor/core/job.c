@@ -553,8 +553,8 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, struct job *j,
                         char *err, size_t errlen)
 {
-	static const struct sandbox_cfg default_cfg = { .profile = "default" };
-	const struct sandbox_cfg *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
+	static const struct sandbox_policy default_cfg = { .profile = "default" };
+	const struct sandbox_policy *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
 	char helper[4200];
 	int rc;
 	if (!sv->sandbox && (rc = sandbox_new(&sv->sandbox)) < 0) {

@@ -585,10 +585,6 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 	return 0;
 }
 
-/* Bytes the start frame needs besides the arguments and the checkpoint's bytes: its keys, the
- * task id, the tool name (at most 64), the counters (send_start). */
-#define START_FIELDS_MAX 512
-
 /* The arguments' size as they are packed into a start frame, measured once per task (a job
  * that checkpoints often must not make each checkpoint pack them again).  Packed msgpack, not
  * JSON text: a float takes 9 bytes there whatever its text. */
@@ -619,7 +615,7 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	if (t->result_pending)
 		return 0;   /* the result came first and stands */
 	/* The tool's quota first: the job is told which limit it hit. */
-	long qmb = t->tool && t->tool->sandbox.max_checkpoint_mb ? t->tool->sandbox.max_checkpoint_mb : 8;
+	long qmb = t->tool && t->tool->max_checkpoint_mb ? t->tool->max_checkpoint_mb : FRAME_CHECKPOINT_MB;
 	size_t quota = (size_t)qmb << 20;
 	if (quota > FRAME_CHECKPOINT_MAX)
 		quota = FRAME_CHECKPOINT_MAX;
@@ -633,7 +629,7 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	/* A checkpoint goes back to the job in a start frame, with the arguments: accept only what
 	 * will fit there, or a resumed job could never be started. */
 	size_t alen = args_packed_len(t);
-	size_t room = alen < FRAME_MAX_DEFAULT - START_FIELDS_MAX ? FRAME_MAX_DEFAULT - START_FIELDS_MAX - alen : 0;
+	size_t room = alen < FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX ? FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX - alen : 0;
 	if (len > room) {
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
