@@ -48,6 +48,11 @@ extern "C" {
 #define FP_PRINTF(f, a)
 #endif
 
+/* The library is built with hidden visibility: what this header declares is its whole API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define FP_PROTOCOL_VERSION 1
 /* Largest checkpoint the supervisor accepts: it must fit in the start frame that gives it back,
  * with the task's arguments (less when they are large) and the tool's maxCheckpointMB. */
@@ -135,6 +140,10 @@ const char *fp_cancel_reason(const fp_job *job);
 
 /* Free the handle and close its end of the socket.  NULL is fine. */
 void fp_close(fp_job *job);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
