@@ -80,10 +80,6 @@ int frame_get_strcpy(const msgpack_object *map, const char *key, char *buf, size
  * NUL byte, or out of memory. */
 char *frame_get_strdup(const msgpack_object *map, const char *key);
 
-/* 1 if s[0..len) is valid UTF-8 (no overlongs, no surrogates) without NUL bytes, else 0.
- * Strings from a peer that end up in JSON or in C strings must pass this first. */
-int frame_utf8_valid(const char *s, size_t len);
-
 /* Convert a msgpack value to cJSON.  Maps need string keys; bin becomes a base64 string;
  * non-finite floats become null.  Returns NULL (errno set) on failure: EILSEQ for a string or
  * key that is not UTF-8 or holds a NUL, ELOOP, EBADMSG (ext, non-string key), ENOMEM. */

@@ -10,6 +10,7 @@
 #include "proto/frame.h"
 #include "proto/schema.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -97,9 +98,7 @@ static const char *got(const cJSON *v, char *buf, size_t n)
 	if (!txt) {
 		snprintf(buf, n, "?");
 	} else if (strlen(txt) > 40) {
-		int cut = 37;
-		while (cut > 0 && ((unsigned char)txt[cut] & 0xC0) == 0x80)
-			cut--;   /* never split a UTF-8 sequence */
+		int cut = (int)utf8_clip(txt, strlen(txt), 37);   /* never split a UTF-8 sequence */
 		snprintf(buf, n, "%.*s...", cut, txt);
 	} else
 		snprintf(buf, n, "%s", txt);
@@ -878,16 +877,15 @@ static int parse_tools(struct ctx *cx, const cJSON *v, struct config *c)
 
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
+	size_t bol = 0;
 	*line = 1;
-	*col = 1;
-	for (size_t i = 0; i < off; i++) {
+	for (size_t i = 0; i < off; i++)
 		if (text[i] == '\n') {
 			(*line)++;
-			*col = 1;
-		} else if (((unsigned char)text[i] & 0xC0) != 0x80) {
-			(*col)++;   /* columns count characters, not UTF-8 bytes */
+			bol = i + 1;
 		}
-	}
+	/* Columns count characters, not UTF-8 bytes. */
+	*col = 1 + (int)utf8_count(text + bol, off - bol);
 }
 
 static int build(struct ctx *cx, const char *text, size_t len, struct config **out)

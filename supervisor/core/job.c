@@ -29,6 +29,7 @@
 #include "runner/sandbox/sandbox.h"
 #include "runner/spawn.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #define READ_PER_TURN   (256u << 10)   /* per fd per loop turn: fairness between jobs */
 #define TAIL_BYTES      4096
@@ -439,11 +440,8 @@ static void tail_text(const struct job *j, char *out, size_t outlen)
 	size_t w = 0;
 	for (size_t i = k; i < n;) {
 		unsigned char c = (unsigned char)out[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		int ok = len > 0 && i + len <= n;
-		for (size_t m = 1; ok && m < len; m++)
-			ok = ((unsigned char)out[i + m] & 0xC0) == 0x80;
-		if (!ok) {
+		size_t len = utf8_char_len(out + i, n - i);
+		if (len == 0) {
 			out[w++] = '?';
 			i++;
 			continue;

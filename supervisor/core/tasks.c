@@ -17,6 +17,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #define MAX_QUESTION_ID   200
 #define MAX_PROMPT        (64u << 10)
@@ -544,7 +545,7 @@ static char *dup_str(const char *s, size_t n)
  * UTF-8, since they end up in JSON sent to clients. */
 static int clean_str(const char *s, size_t n)
 {
-	return memchr(s, '\0', n) == NULL && frame_utf8_valid(s, n);
+	return memchr(s, '\0', n) == NULL && utf8_valid(s, n);
 }
 
 static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
@@ -558,12 +559,8 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 		return -1;
 	}
 	if (rc == 0) {
-		if (len > MAX_PROGRESS_MSG) {
-			/* Cut on a character boundary so the message stays valid UTF-8. */
-			len = MAX_PROGRESS_MSG;
-			while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
-				len--;
-		}
+		/* Cut on a character boundary so the message stays valid UTF-8. */
+		len = utf8_clip(msg, len, MAX_PROGRESS_MSG);
 		char *d = dup_str(msg, len);
 		if (d) {
 			free(t->progress_msg);
@@ -759,9 +756,7 @@ static char *describe_result(const msgpack_object *v)
 				o += (size_t)snprintf(buf + o, sizeof buf - o, ", …");
 				break;
 			}
-			size_t n = k->via.str.size < 60 ? k->via.str.size : 60;
-			while (n > 0 && n < k->via.str.size && ((unsigned char)k->via.str.ptr[n] & 0xC0) == 0x80)
-				n--;
+			size_t n = utf8_clip(k->via.str.ptr, k->via.str.size, 60);
 			o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%.*s", i ? ", " : "", (int)n,
 			                      k->via.str.ptr ? k->via.str.ptr : "");
 		}

@@ -1,6 +1,7 @@
 /* tests/unit/test_frame.c — the frame codec: round trips of every message type, hostile
  * payloads, a seeded fuzz run, the incremental reader, JSON conversion.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
+#include "proto/utf8.h"
 #include "proto/frame.h"
 #include "proto/io.h"
 #include "check.h"
@@ -579,8 +580,8 @@ static void test_json(struct tally *t)
 	CHECK(t, to_json_fails(bad_utf8, sizeof bad_utf8), "overlong UTF-8 refused");
 	CHECK(t, to_json_fails(surrogate, sizeof surrogate), "UTF-8 surrogate refused");
 	CHECK(t, to_json_text_is(utf8_ok, sizeof utf8_ok, "{\"a\":\"\xe2\x82\xac\"}"), "valid UTF-8 kept");
-	CHECK(t, frame_utf8_valid("\xf0\x9f\xa6\xa6", 4) && !frame_utf8_valid("\xf4\x90\x80\x80", 4) &&
-		 !frame_utf8_valid("\xe2\x82", 2) && !frame_utf8_valid("\x80", 1),
+	CHECK(t, utf8_valid("\xf0\x9f\xa6\xa6", 4) && !utf8_valid("\xf4\x90\x80\x80", 4) &&
+		 !utf8_valid("\xe2\x82", 2) && !utf8_valid("\x80", 1),
 	      "utf8: 4-byte ok, above U+10FFFF, truncated, stray continuation refused");
 
 	/* frame_pack_json: integral numbers become ints */

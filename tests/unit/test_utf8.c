@@ -1,6 +1,6 @@
 /* tests/unit/test_utf8.c — proto/utf8: the checker against an independent decoder over every
- * 1- and 2-byte string, every 3-byte one with a 3-byte lead and a sample of 4-byte ones, the boundary characters and each class
- * of ill-formed input (overlong, surrogate, above U+10FFFF, stray and missing continuation
+ * 1- and 2-byte string, every 3-byte one with a 3-byte lead and a sample of 4-byte ones, the
+ * boundary characters and each class of ill-formed input (overlong, surrogate, above U+10FFFF, stray and missing continuation
  * bytes, NUL), cutting and trimming at every position of a mixed string, counting, and the two
  * repairs ('?' in place, U+FFFD into a buffer), whose output is always well-formed.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
