@@ -964,10 +964,24 @@ static void test_json_text(struct tally *t)
 	free(ctl);
 }
 
+/* The checkpoint limits derive from one another (frame.h): the largest checkpoint, with the
+ * start frame's other fields and the 3.5 KiB of arguments it leaves room for, fills one frame;
+ * maxCheckpointMB's maximum is that checkpoint in whole MiB, so the quota never refuses a
+ * checkpoint the frame would carry and never promises one it cannot. */
+static void test_checkpoint_limits(struct tally *t)
+{
+	CHECK(t, FRAME_CHECKPOINT_MAX + FRAME_START_FIELDS_MAX + 3584u == FRAME_MAX_DEFAULT,
+	      "checkpoint limit: largest checkpoint + start fields + 3.5 KiB of arguments = one frame");
+	CHECK(t, FRAME_CHECKPOINT_MB == 8 && ((size_t)FRAME_CHECKPOINT_MB << 20) >= FRAME_CHECKPOINT_MAX &&
+	      ((size_t)(FRAME_CHECKPOINT_MB - 1) << 20) < FRAME_CHECKPOINT_MAX,
+	      "checkpoint limit: maxCheckpointMB's maximum is the largest checkpoint in whole MiB");
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_checkpoint_limits(&t);
 	test_round_trips(&t);
 	test_hostile(&t);
 	test_reader(&t);
