@@ -217,13 +217,8 @@ void job_log_line(struct job *j, enum fplog_level lv, const char *level, const c
 	}
 	logsum_flush(j);
 	j->logsum_start = now;
-	size_t n = len;
-	if (n > LOGSUM_TEXT) {
-		/* Cut on a character boundary: the text reaches clients as JSON. */
-		n = LOGSUM_TEXT;
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
-	}
+	/* Cut on a character boundary: the text reaches clients as JSON. */
+	size_t n = utf8_clip(msg, len, LOGSUM_TEXT);
 	fplog(&j->sv->log, lv, j->task_id, "job: %.*s%s", (int)n, msg, n < len ? "..." : "");
 }
 
