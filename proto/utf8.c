@@ -68,6 +68,14 @@ size_t utf8_clip(const char *s, size_t len, size_t max)
 	return max;
 }
 
+size_t utf8_resync(const char *s, size_t len)
+{
+	size_t k = 0;
+	while (k < len && k < 3 && ((unsigned char)s[k] & 0xc0) == 0x80)
+		k++;
+	return k;
+}
+
 /* A sequence is at most 4 bytes: look back over at most 3 continuation bytes for its lead and
  * compare the length that lead announces with what is left of it. */
 size_t utf8_trim_tail(char *s, size_t len)

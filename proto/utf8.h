@@ -35,6 +35,11 @@ size_t utf8_char_len(const char *s, size_t avail);
  * else max moved back over continuation bytes to the start of the character it splits. */
 size_t utf8_clip(const char *s, size_t len, size_t max);
 
+/* Text that starts at an arbitrary byte (the tail of a log) may begin inside a character: the
+ * number of bytes to skip to its first lead byte, which is that character's continuation
+ * bytes, at most 3 (more could not belong to one character, and are left to the repairs). */
+size_t utf8_resync(const char *s, size_t len);
+
 /* After a truncation at s[len]: drop a sequence cut off at the end of s[0..len) (a lead byte
  * whose continuation bytes are missing), write a NUL at the new end and return its length. */
 size_t utf8_trim_tail(char *s, size_t len);

@@ -429,9 +429,7 @@ static void tail_text(const struct job *j, char *out, size_t outlen)
 	out[n] = 0;
 	/* Keep the text valid UTF-8 and printable: cut a split sequence at the front, replace
 	 * bytes that cannot be sent in JSON. */
-	size_t k = 0;
-	while (k < n && ((unsigned char)out[k] & 0xC0) == 0x80)
-		k++;
+	size_t k = utf8_resync(out, n);
 	size_t w = 0;
 	for (size_t i = k; i < n;) {
 		unsigned char c = (unsigned char)out[i];

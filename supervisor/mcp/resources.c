@@ -570,8 +570,8 @@ static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *
 	}
 	size_t from = 0;
 	/* A tail may begin inside a character: skip its continuation bytes. */
-	while (start > 0 && from < (size_t)got && from < 3 && (raw[from] & 0xC0) == 0x80)
-		from++;
+	if (start > 0)
+		from = utf8_resync((const char *)raw, (size_t)got);
 	utf8_sanitize((const char *)raw + from, (size_t)got - from, text);   /* bad bytes: U+FFFD */
 	r = content_of(uri, "text/plain", text, NULL);
 out:

@@ -5,6 +5,7 @@
  *                       the child, which answers it; its exit code and output tail (made
  *                       well-formed UTF-8, controls replaced) come to on_exit; the raw output
  *                       is in the log file;
+ *   long output         the tail keeps the last 4 KiB, from a whole character on;
  *   buffered at exit    frames and output written just before the child exits all arrive
  *                       before on_exit;
  *   hostile frames      an oversized header, a payload that is not a map, and a frame that
@@ -117,6 +118,15 @@ static int child_eof(void)
 	return read(0, &c, 1) == 0 ? 5 : 6;
 }
 
+/* More output than the tail keeps, so that the tail starts inside a character. */
+static int child_long(void)
+{
+	for (int i = 0; i < 2099; i++)
+		if (io_write_full(1, "\xc3\xa9", 2) < 0)
+			return 2;
+	return io_write_full(1, "\n", 1) < 0 ? 2 : 0;
+}
+
 static int child_silent(void)
 {
 	pause();
@@ -137,6 +147,8 @@ static int child_main(const char *mode)
 		return child_bad();
 	if (strcmp(mode, "eof") == 0)
 		return child_eof();
+	if (strcmp(mode, "long") == 0)
+		return child_long();
 	if (strcmp(mode, "silent") == 0)
 		return child_silent();
 	return 100;
@@ -291,6 +303,23 @@ static void test_echo(struct tally *t)
 	run_done(&r);
 }
 
+/* 4199 bytes of output: the 4096 the tail keeps begin with the second byte of an 'é', which is
+ * dropped, not shown as '?'. */
+static void test_long_tail(struct tally *t)
+{
+	struct run r;
+	char err[512] = "", want[4200];
+	run_init(&r, "job-long");
+	int rc = run_start(&r, "long", NULL, err, sizeof err);
+	size_t o = 0;
+	for (int i = 0; i < 2047; i++, o += 2)
+		memcpy(want + o, "\xc3\xa9", 2);
+	memcpy(want + o, "\n", 2);
+	CHECK(t, rc == 0 && run_until_exit(&r) && r.x.status == 0 && strcmp(r.tail, want) == 0,
+	      "long output: the tail begins at a whole character");
+	run_done(&r);
+}
+
 static void test_burst(struct tally *t)
 {
 	struct run r;
@@ -367,6 +396,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	struct tally t = { 0, 0 };
 	test_echo(&t);
+	test_long_tail(&t);
 	test_burst(&t);
 	test_hostile(&t);
 	test_eof_exit(&t);

@@ -164,6 +164,14 @@ static void test_clip_trim(struct tally *t)
 	CHECK(t, utf8_trim_tail(junk, 6) == 6, "utf8_trim_tail leaves stray continuation bytes to the repairs");
 }
 
+static void test_resync(struct tally *t)
+{
+	CHECK(t, utf8_resync("\x82\xac rest", 7) == 2 && utf8_resync("abc", 3) == 0 &&
+	      utf8_resync("\x80\x80\x80\x80x", 5) == 3 && utf8_resync("\x80\x80", 1) == 1 &&
+	      utf8_resync("", 0) == 0,
+	      "utf8_resync skips the rest of a cut character, at most 3 bytes, within len");
+}
+
 static void test_count(struct tally *t)
 {
 	static const char s[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\xa6\xa6z";
@@ -219,6 +227,7 @@ int main(void)
 	test_exhaustive(&t);
 	test_boundaries(&t);
 	test_clip_trim(&t);
+	test_resync(&t);
 	test_count(&t);
 	test_repairs(&t);
 	return check_done(&t);
