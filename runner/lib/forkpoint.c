@@ -36,6 +36,7 @@ struct fp_job {
 	unsigned char *ckpt;
 	size_t ckpt_len;
 	int has_ckpt;
+	size_t ckpt_room;    /* largest checkpoint the supervisor takes beside these arguments */
 	int64_t seq;         /* highest checkpoint seq known to be used */
 	int have_start;      /* the fields above come from a start frame */
 };
@@ -43,6 +44,28 @@ struct fp_job {
 static const char *const log_levels[] = { "debug", "info", "notice", "warning", "error", NULL };
 
 /* ---- small helpers ---------------------------------------------------------- */
+
+static int count_bytes(void *data, const char *buf, size_t len)
+{
+	(void)buf;
+	*(size_t *)data += len;
+	return 0;
+}
+
+/* A checkpoint goes back to the job in a start frame beside the task's arguments, so the
+ * supervisor refuses (as a protocol violation, killing the job) one that would not fit there
+ * with them.  The arguments came in this start frame, packed as the supervisor packs them:
+ * packing them again gives the size it subtracts, and fp_checkpoint() can refuse such a
+ * checkpoint with -EMSGSIZE instead. */
+static size_t checkpoint_room(const msgpack_object *args)
+{
+	size_t alen = 0, top = FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX;
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &alen, count_bytes);
+	msgpack_pack_object(&pk, *args);
+	size_t room = alen < top ? top - alen : 0;
+	return room < FP_CHECKPOINT_MAX ? room : FP_CHECKPOINT_MAX;
+}
 
 static char *dup_bytes(const void *p, size_t n)
 {
@@ -243,6 +266,7 @@ static int apply_start(fp_job *job, const struct frame *f)
 	job->ckpt = ckpt;
 	job->ckpt_len = cklen;
 	job->has_ckpt = have_ck;
+	job->ckpt_room = checkpoint_room(a);
 	if (seq > job->seq)
 		job->seq = seq;
 	job->have_start = 1;
@@ -648,6 +672,8 @@ int fp_checkpoint(fp_job *job, const void *data, size_t len)
 		return rc;
 	if (job->cancelled)
 		return -ECANCELED;
+	if (job->have_start && len > job->ckpt_room)
+		return -EMSGSIZE;   /* it would not fit beside the arguments: see checkpoint_room */
 	int64_t seq = job->seq + 1;
 	msgpack_sbuffer sbuf;
 	msgpack_packer pk;
