@@ -29,6 +29,7 @@
 #include "runner/sandbox/sandbox.h"
 #include "runner/spawn.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #define READ_PER_TURN   (256u << 10)   /* per fd per loop turn: fairness between jobs */
 #define TAIL_BYTES      4096
@@ -69,6 +70,7 @@ struct job {
 	char violation_buf[320];
 	int exited;
 	int sock_eof, out_eof;
+	int sock_polled;           /* sock is registered in the loop */
 	int64_t hello_next;        /* loop ms: no start frame before this */
 	struct loop_timer *hello_timer;
 	int (*hello_send)(void *arg);
@@ -216,13 +218,8 @@ void job_log_line(struct job *j, enum fplog_level lv, const char *level, const c
 	}
 	logsum_flush(j);
 	j->logsum_start = now;
-	size_t n = len;
-	if (n > LOGSUM_TEXT) {
-		/* Cut on a character boundary: the text reaches clients as JSON. */
-		n = LOGSUM_TEXT;
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
-	}
+	/* Cut on a character boundary: the text reaches clients as JSON. */
+	size_t n = utf8_clip(msg, len, LOGSUM_TEXT);
 	fplog(&j->sv->log, lv, j->task_id, "job: %.*s%s", (int)n, msg, n < len ? "..." : "");
 }
 
@@ -256,10 +253,26 @@ static void on_out(struct loop *l, int fd, uint32_t ev, void *arg)
 
 /* ---- the frame socket ----------------------------------------------------------- */
 
+static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg);
+
+/* Poll the socket for input until its EOF and for output while frames wait to be sent.  With
+ * neither, the fd leaves the loop (it stays open for job_send until exit): epoll reports a
+ * hang-up whatever the mask, so a job that closed its end and runs on, or whose keeper has not
+ * yet been reaped, would otherwise wake every turn and spin the loop. */
 static void update_sock_events(struct job *j)
 {
-	if (j->sock >= 0)
-		loop_mod_fd(j->sv->loop, j->sock, EPOLLIN | (wbuf_pending(&j->outq) ? EPOLLOUT : 0));
+	if (j->sock < 0)
+		return;
+	uint32_t ev = (j->sock_eof ? 0 : EPOLLIN) | (wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+	if (!ev) {
+		if (j->sock_polled)
+			loop_del_fd(j->sv->loop, j->sock);
+		j->sock_polled = 0;
+	} else if (j->sock_polled) {
+		loop_mod_fd(j->sv->loop, j->sock, ev);
+	} else if (loop_add_fd(j->sv->loop, j->sock, ev, on_sock, j) == 0) {
+		j->sock_polled = 1;
+	}
 }
 
 static void flush_outq(struct job *j)
@@ -364,7 +377,7 @@ static void drain_sock(struct job *j, size_t budget)
 		if (n == 0) {
 			/* Keep the fd for sending until exit, but stop polling it for input. */
 			j->sock_eof = 1;
-			loop_mod_fd(j->sv->loop, j->sock, wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+			update_sock_events(j);
 			return;
 		}
 		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
@@ -410,14 +423,16 @@ static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg)
 {
 	struct job *j = arg;
 	(void)l; (void)fd;
-	if (ev & EPOLLOUT)
+	/* On a hang-up too: the failing send drops frames that can no longer be delivered, and
+	 * with them the wish for EPOLLOUT. */
+	if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 		flush_outq(j);
 	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		drain_sock(j, READ_PER_TURN);
 	/* A peer that hung up with nothing left to read must not spin the loop. */
 	if ((ev & (EPOLLHUP | EPOLLERR)) && j->sock >= 0 && !j->sock_eof && !(ev & EPOLLIN)) {
 		j->sock_eof = 1;
-		loop_mod_fd(j->sv->loop, j->sock, 0);
+		update_sock_events(j);
 	}
 }
 
@@ -433,17 +448,12 @@ static void tail_text(const struct job *j, char *out, size_t outlen)
 	out[n] = 0;
 	/* Keep the text valid UTF-8 and printable: cut a split sequence at the front, replace
 	 * bytes that cannot be sent in JSON. */
-	size_t k = 0;
-	while (k < n && ((unsigned char)out[k] & 0xC0) == 0x80)
-		k++;
+	size_t k = utf8_resync(out, n);
 	size_t w = 0;
 	for (size_t i = k; i < n;) {
 		unsigned char c = (unsigned char)out[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		int ok = len > 0 && i + len <= n;
-		for (size_t m = 1; ok && m < len; m++)
-			ok = ((unsigned char)out[i + m] & 0xC0) == 0x80;
-		if (!ok) {
+		size_t len = utf8_char_len(out + i, n - i);
+		if (len == 0) {
 			out[w++] = '?';
 			i++;
 			continue;
@@ -553,8 +563,8 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, struct job *j,
                         char *err, size_t errlen)
 {
-	static const struct sandbox_cfg default_cfg = { .profile = "default" };
-	const struct sandbox_cfg *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
+	static const struct sandbox_policy default_cfg = { .profile = "default" };
+	const struct sandbox_policy *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
 	char helper[4200];
 	int rc;
 	if (!sv->sandbox && (rc = sandbox_new(&sv->sandbox)) < 0) {
@@ -660,6 +670,7 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 		job_free(j);
 		return rc;
 	}
+	j->sock_polled = 1;
 	*out = j;
 	return 0;
 fail:
