@@ -40,7 +40,7 @@
 #include "supervisor/core/tasks.h"
 
 #define MAX_ROUNDS    9
-#define MAX_ROWS      48
+#define MAX_ROWS      96
 #define RPC_TIMEOUT   30000    /* ms for any single answer */
 #define WINDOW        64       /* requests in flight when pipelining */
 
@@ -146,8 +146,10 @@ static const char *ratio_text(char *buf, size_t n, double r)
 static void add_row(struct bench *b, const char *label, double value, const char *unit, double ratio,
                     struct goal g)
 {
-	if (b->nrows == MAX_ROWS)
+	if (b->nrows == MAX_ROWS) {
+		printf("(the summary is full: %s is left out of it)\n", label);
 		return;
+	}
 	struct row *r = &b->rows[b->nrows++];
 	char v[32];
 	snprintf(r->label, sizeof r->label, "%s", label);
@@ -197,13 +199,10 @@ static void report_skip(struct bench *b, const char *label, const char *name, co
 {
 	printf("%s: skipped (%s)\n", name, why);
 	fflush(stdout);
-	if (b->nrows < MAX_ROWS) {
-		struct row *r = &b->rows[b->nrows++];
-		snprintf(r->label, sizeof r->label, "%s", label);
-		snprintf(r->value, sizeof r->value, "skipped");
-		r->ratio = -1;
-		r->goal = g;
-		r->met = -2;
+	add_row(b, label, 0, "", -1, g);
+	if (b->nrows > 0 && strcmp(b->rows[b->nrows - 1].label, label) == 0) {
+		snprintf(b->rows[b->nrows - 1].value, sizeof b->rows[0].value, "skipped");
+		b->rows[b->nrows - 1].met = -2;
 	}
 }
 
