@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "proto/frame.h"
+#include "supervisor/core/ckpt.h"
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
@@ -607,6 +608,8 @@ static size_t args_packed_len(struct task *t)
 	return t->args_packed_len - 1;
 }
 
+static void checkpoint_stored(struct task *t, size_t len, int64_t seq, int rc);
+
 static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
 	const void *data;
@@ -644,32 +647,32 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		return -1;
 	}
 	memcpy(copy, data, len);
-	free(t->checkpoint);
-	t->checkpoint = copy;
-	t->checkpoint_len = len;
-	t->checkpoint_seq = seq;
 	touch(t);
-	if (ts->sv->persist) {
-		int rc = persist_checkpoint(ts->sv->persist, t);
-		if (rc == -EDQUOT) {
-			char msg[200];
-			long mb = ts->sv->cfg->server.state_max_mb;
-			snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
-			         "disk budget (stateDirMaxMB %ld).", len, mb);
-			fail_limit(ts, t, msg, "stateDirMaxMB", mb);
-			return 0;
-		}
-		if (rc < 0) {
-			/* Never tell the job a checkpoint is safe when it is not. */
-			char msg[200];
-			snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
-			fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
-			job_kill(t->job, NULL);
-			return 0;
-		}
+	ckpt_store(ts->sv, t, t->job, copy, len, seq, checkpoint_stored);
+	return 0;
+}
+
+/* A checkpoint is stored and recorded (rc 0: acknowledge it after the commit) or not. */
+static void checkpoint_stored(struct task *t, size_t len, int64_t seq, int rc)
+{
+	struct tasks *ts = t->owner;
+	if (rc == -EDQUOT) {
+		char msg[200];
+		long mb = ts->sv->cfg->server.state_max_mb;
+		snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
+		         "disk budget (stateDirMaxMB %ld).", len, mb);
+		fail_limit(ts, t, msg, "stateDirMaxMB", mb);
+		return;
+	}
+	if (rc < 0) {
+		/* Never tell the job a checkpoint is safe when it is not. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
+		fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
+		job_kill(t->job, NULL);
+		return;
 	}
 	send_checkpointed(t, seq);
-	return 0;
 }
 
 static const struct task_answer *find_answer(const struct task *t, const char *qid)
