@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "proto/frame.h"
@@ -16,6 +15,7 @@
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/core/rmtree.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 
@@ -1808,23 +1808,12 @@ void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id
 		fn(arg, b->id, b->until);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
 static void remove_task_dir(struct tasks *ts, const char *id)
 {
 	char path[4200];
 	snprintf(path, sizeof path, "%s/tasks/%s", ts->sv->state_dir, id);
-	/* Depth first, never following symlinks and never leaving the file system: a job may
-	 * have planted links in its work dir. */
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	/* In the background (rmtree.h): a job's output may be a large tree. */
+	rmtree_later(ts->sv, path);
 }
 
 size_t tasks_collect(struct tasks *ts, int64_t now)
