@@ -12,6 +12,7 @@
 
 #include "proto/frame.h"
 #include "supervisor/core/ckpt.h"
+#include "supervisor/core/inputs.h"
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
@@ -1429,12 +1430,32 @@ static void on_timeout(struct loop *l, void *arg)
 		job_kill(t->job, NULL);
 }
 
+static int spawn_job(struct tasks *ts, struct task *t);
+
+/* The input files of a task are in place (or not): its job starts now, in the slot it held. */
+static void inputs_copied(void *arg, const char *id, int rc, cJSON *env)
+{
+	struct tasks *ts = arg;
+	struct task *t = tasks_find(ts, id);
+	ts->running--;
+	if (rc == -ECANCELED) {
+		cJSON_Delete(env);
+		return;   /* the server is stopping: the task starts again at the next run */
+	}
+	if (!t || TASK_TERMINAL(t->status))
+		cJSON_Delete(env);   /* cancelled meanwhile */
+	else if (rc < 0)
+		finish(ts, t, TASK_FAILED, NULL, 0, env);
+	else
+		spawn_job(ts, t);
+	start_next(ts);
+}
+
 static int start_job(struct tasks *ts, struct task *t)
 {
 	struct supervisor *sv = ts->sv;
 	const struct tool_cfg *tool = t->tool;
-	char dir[4096], work[4200], logp[4200], err[4400];
-	char **argv = NULL, **envp = NULL;
+	char work[4200], err[4400];
 	int rc;
 
 	t->queued = 0;
@@ -1445,22 +1466,44 @@ static int start_job(struct tasks *ts, struct task *t)
 	}
 	t->attempt++;
 
-	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
-	snprintf(work, sizeof work, "%s/work", dir);
-	snprintf(logp, sizeof logp, "%s/output.log", dir);
+	snprintf(work, sizeof work, "%s/tasks/%s/work", sv->state_dir, t->id);
 	if ((rc = mkdir_p(work, 0700)) < 0) {
 		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
-		goto fail;
+		start_failed(ts, t, rc, err);
+		return rc;
 	}
 	if (sv->transfers) {
-		/* Uploaded files named in the arguments are placed read-only in work/inputs/. */
+		/* Uploaded files named in the arguments are placed read-only in work/inputs/; large
+		 * copies are made on the worker pool, and the job starts once they are done. */
 		cJSON *env = NULL;
-		if (transfer_prepare_args(sv->transfers, tool->input_schema, t->args, work, &env) < 0) {
+		struct inputs *later = NULL;
+		if (transfer_prepare_args_later(sv->transfers, tool->input_schema, t->args, work,
+		                                sv->workers ? &later : NULL, &env) < 0) {
 			finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
 			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
 			return -EINVAL;
 		}
+		if (later) {
+			ts->running++;   /* the task holds its slot while its files are copied */
+			inputs_run(sv, later, t->id, inputs_copied, ts);
+			return 0;
+		}
 	}
+	return spawn_job(ts, t);
+}
+
+/* The rest of a start: argv and environment, the process, its record and its start frame. */
+static int spawn_job(struct tasks *ts, struct task *t)
+{
+	struct supervisor *sv = ts->sv;
+	const struct tool_cfg *tool = t->tool;
+	char dir[4096], work[4200], logp[4200], err[4400];
+	char **argv = NULL, **envp = NULL;
+	int rc;
+
+	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
+	snprintf(work, sizeof work, "%s/work", dir);
+	snprintf(logp, sizeof logp, "%s/output.log", dir);
 	argv = calloc(tool->argc + 1, sizeof *argv);
 	if (!argv) {
 		rc = -ENOMEM;

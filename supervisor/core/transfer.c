@@ -2626,8 +2626,9 @@ static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *s
 	return 0;
 }
 
-int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                          cJSON **err)
+/* transfer_prepare_args, with the copies made now (later NULL) or noted in *later. */
+static int prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                        struct inputs **later, cJSON **err)
 {
 	char inputs[PATH_MAX], base[NAME_MAX + 1], dest[PATH_MAX + NAME_MAX + 300];
 	const cJSON *props = cJSON_GetObjectItem(schema, "properties");
@@ -2684,11 +2685,10 @@ int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args
 			rc = -1;
 			goto out;
 		}
-		int c = inputs_copy_file(src, size, pd, base, tr->buf2, IO_BUF);
+		int c = later ? inputs_add(later, src, size, pd, base, p->string)
+		              : inputs_copy_file(src, size, pd, base, tr->buf2, IO_BUF);
 		if (c < 0) {
-			*err = env("internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
-			           "The file for argument %s could not be copied into the job's folder: %s.", p->string,
-			           strerror(-c));
+			*err = inputs_copy_error(p->string, c);
 			rc = -1;
 			goto out;
 		}
@@ -2708,7 +2708,25 @@ out:
 		close(in);
 	if (wd >= 0)
 		close(wd);
+	if (rc < 0 && later) {
+		inputs_free(*later);
+		*later = NULL;
+	}
 	return rc;
+}
+
+int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                          cJSON **err)
+{
+	return prepare_args(tr, schema, args, work_dir, NULL, err);
+}
+
+int transfer_prepare_args_later(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                                struct inputs **later, cJSON **err)
+{
+	if (later)
+		*later = NULL;
+	return prepare_args(tr, schema, args, work_dir, later, err);
 }
 
 unsigned long transfers_deferred(const struct transfers *tr)

@@ -8,6 +8,10 @@
  * Tree removal (rmtree.c): done on the pool, never following a symlink out of the tree; inline
  * without a pool, and inline at shutdown for a removal still queued.
  *
+ * Input copies (inputs.c): made on the pool, read-only, in order; the first that fails stops
+ * the rest, leaves no temp file and names its argument; dropped at shutdown (-ECANCELED);
+ * inline without a pool.
+ *
  * Checkpoints (ckpt.c, with job_pause in job.c), on a supervisor built by hand with a real
  * journal and a real job (this binary in its "job" mode, which sends a checkpoint frame and a
  * result frame at once and exits): while the blob write is held on the worker (the blob store's
@@ -20,6 +24,7 @@
 #include "supervisor/core/workers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <pthread.h>
@@ -37,6 +42,7 @@
 #include "runner/sandbox/sandbox.h"
 #include "state/blob.h"
 #include "supervisor/core/config.h"
+#include "supervisor/core/inputs.h"
 #include "supervisor/core/job.h"
 #include "supervisor/core/loop.h"
 #include "supervisor/core/persist.h"
@@ -278,6 +284,133 @@ static void t_rmtree(struct tally *t)
 	check_rm_rf(dir);
 }
 
+/* ---- input copies --------------------------------------------------------------------- */
+
+struct copied {
+	int calls, rc;
+	char id[40];
+	char *msg, *code;
+};
+
+static void copied_cb(void *arg, const char *task_id, int rc, cJSON *env)
+{
+	struct copied *c = arg;
+	c->calls++;
+	c->rc = rc;
+	snprintf(c->id, sizeof c->id, "%s", task_id);
+	free(c->msg);
+	free(c->code);
+	const char *m = cJSON_GetStringValue(cJSON_GetObjectItem(env, "message"));
+	const char *k = cJSON_GetStringValue(cJSON_GetObjectItem(env, "code"));
+	c->msg = m ? strdup(m) : NULL;
+	c->code = k ? strdup(k) : NULL;
+	cJSON_Delete(env);
+}
+
+/* path holds exactly the n bytes of want and has the given mode. */
+static int same_file(const char *path, const unsigned char *want, size_t n, mode_t mode)
+{
+	struct stat st;
+	unsigned char *got = malloc(n + 1);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int ok = got && fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & 07777) == mode &&
+	         (size_t)st.st_size == n && io_read_upto(fd, got, n + 1) == (ssize_t)n && memcmp(got, want, n) == 0;
+	if (fd >= 0)
+		close(fd);
+	free(got);
+	return ok;
+}
+
+static void t_inputs(struct tally *t)
+{
+	char dir[256], path[400], in[300];
+	check_tmpdir(dir, sizeof dir, "inputs");
+	snprintf(in, sizeof in, "%s/in", dir);
+	check_mkdir(in);
+	size_t n = 3u << 20;
+	unsigned char *data = malloc(n);
+	if (!data)
+		check_die("malloc");
+	for (size_t i = 0; i < n; i++)
+		data[i] = (unsigned char)(i * 7 + i / 4096);
+	snprintf(path, sizeof path, "%s/src.bin", dir);
+	check_put(path, data, n);
+	int src = open(path, O_RDONLY | O_CLOEXEC), bad = open(path, O_WRONLY | O_CLOEXEC);
+	int dfd = open(in, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (src < 0 || bad < 0 || dfd < 0)
+		check_die("open");
+	struct supervisor sv;
+	memset(&sv, 0, sizeof sv);
+	sv.loop = loop_new();
+	if (!sv.loop || workers_new(sv.loop, 1, &sv.workers) < 0)
+		check_die("workers_new");
+
+	struct inputs *l = NULL;
+	struct copied c = { 0 };
+	CHECK(t, inputs_add(&l, src, (int64_t)n, dfd, "a.bin", "data") == 0 &&
+	         inputs_add(&l, src, 100, dfd, "b.bin", "head") == 0, "two copies noted");
+	inputs_run(&sv, l, "task1", copied_cb, &c);
+	CHECK(t, c.calls == 0 && workers_pending(sv.workers) == 1, "the copies run on the pool, not inline");
+	snprintf(path, sizeof path, "%s/a.bin", in);
+	CHECK(t, drain(sv.loop, sv.workers) && c.calls == 1 && c.rc == 0 && strcmp(c.id, "task1") == 0,
+	      "done once, on the loop, with the task's id and 0");
+	CHECK(t, same_file(path, data, n, 0444), "the copy has the bytes, read-only");
+	snprintf(path, sizeof path, "%s/b.bin", in);
+	CHECK(t, same_file(path, data, 100, 0444), "the second copy, of the first 100 bytes");
+
+	/* A source that cannot be read: the copies stop there, and the envelope names its argument. */
+	l = NULL;
+	c.calls = 0;
+	CHECK(t, inputs_add(&l, bad, (int64_t)n, dfd, "c.bin", "broken") == 0 &&
+	         inputs_add(&l, src, 10, dfd, "d.bin", "after") == 0, "a bad copy, then a good one");
+	inputs_run(&sv, l, "task2", copied_cb, &c);
+	CHECK(t, drain(sv.loop, sv.workers) && c.calls == 1 && c.rc < 0, "a failed copy is reported");
+	CHECKF(t, c.code && strcmp(c.code, "internal_error") == 0 && c.msg && strstr(c.msg, "argument broken"),
+	       "internal_error naming the argument: %s", c.msg ? c.msg : "(none)");
+	snprintf(path, sizeof path, "%s/d.bin", in);
+	CHECK(t, !exists(path), "the copies after the failed one are not made");
+	snprintf(path, sizeof path, "%s/.c.bin.tmp", in);
+	CHECK(t, !exists(path), "the failed copy leaves no temp file");
+
+	/* Queued when the pool stops: -ECANCELED, nothing copied. */
+	atomic_int gate = 0;
+	int p[2];
+	if (pipe(p) < 0)
+		check_die("pipe");
+	struct tjob blocker = { .id = 1, .gate = &gate, .started_fd = p[1] };
+	workers_submit(sv.workers, j_run, j_done, &blocker);
+	char ch;
+	if (read(p[0], &ch, 1) != 1)
+		check_die("read");
+	l = NULL;
+	c.calls = 0;
+	inputs_add(&l, src, (int64_t)n, dfd, "e.bin", "late");
+	inputs_run(&sv, l, "task3", copied_cb, &c);
+	workers_free(sv.workers);
+	sv.workers = NULL;
+	snprintf(path, sizeof path, "%s/e.bin", in);
+	CHECK(t, c.calls == 1 && c.rc == -ECANCELED && !exists(path), "dropped at shutdown: -ECANCELED, no copy");
+	close(p[0]);
+	close(p[1]);
+
+	/* No pool: at once. */
+	l = NULL;
+	c.calls = 0;
+	inputs_add(&l, src, 5, dfd, "f.bin", "now");
+	inputs_run(&sv, l, "task4", copied_cb, &c);
+	snprintf(path, sizeof path, "%s/f.bin", in);
+	CHECK(t, c.calls == 1 && c.rc == 0 && same_file(path, data, 5, 0444), "without a pool the copy is made inline");
+
+	free(c.msg);
+	free(c.code);
+	free(data);
+	close(src);
+	close(bad);
+	close(dfd);
+	loop_free(sv.loop);
+	check_rm_rf(dir);
+}
+
 /* ---- checkpoints off the loop ------------------------------------------------------------- */
 
 #define CKPT_BYTES (64u << 10)
@@ -437,6 +570,9 @@ static void journal_names(struct ck_env *e, const char *id, struct tap_acc *a)
 	struct supervisor sv = e->sv;
 	memset(a, 0, sizeof *a);
 	a->id = id;
+	/* What the last fd callback appended is committed by the next turn's hook: now. */
+	if (persist_commit(e->sv.persist) < 0)
+		check_die("persist_commit");
 	sv.tasks = tasks_new(&sv);
 	if (!sv.tasks || persist_open_tap(&sv, 1, tap_rec, a, &p, err, sizeof err) < 0)
 		check_die("persist_open_tap");
@@ -550,6 +686,7 @@ int main(int argc, char **argv)
 	t_shutdown(&t);
 	t_priority(&t);
 	t_rmtree(&t);
+	t_inputs(&t);
 	t_ckpt(&t);
 	return check_done(&t);
 }
