@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "state/blob.h"
 #include "supervisor/core/job.h"
@@ -26,7 +27,8 @@ struct ckpt_req {
 	struct supervisor *sv;
 	struct task *t;
 	struct job *j;
-	void *data;
+	const void *src;            /* in j's frame, kept while j is paused */
+	void *data;                 /* the task's copy, made by the worker */
 	size_t len;
 	int64_t seq;
 	ckpt_done_fn done;
@@ -45,34 +47,52 @@ static void install(struct task *t, void *data, size_t len, int64_t seq)
 	t->checkpoint_seq = seq;
 }
 
+/* malloc'd copy of len bytes (at least 1 byte, so an empty checkpoint is not NULL). */
+static void *dup_bytes(const void *p, size_t len)
+{
+	void *d = malloc(len ? len : 1);
+	if (d && len)
+		memcpy(d, p, len);
+	return d;
+}
+
 /* The inline path: the checkpoint replaces the old one in memory, then persist_checkpoint
  * stores and records it in this turn. */
-static void store_now(struct supervisor *sv, struct task *t, void *data, size_t len, int64_t seq,
+static void store_now(struct supervisor *sv, struct task *t, const void *src, size_t len, int64_t seq,
                       ckpt_done_fn done)
 {
+	void *data = dup_bytes(src, len);
+	if (!data) {
+		done(t, len, seq, -ENOMEM);
+		return;
+	}
 	install(t, data, len, seq);
 	done(t, len, seq, sv->persist ? persist_checkpoint(sv->persist, t) : 0);
 }
 
-/* Worker thread: write and sync the blob; nothing but the request is touched. */
+/* Worker thread: write and sync the blob, then make the task's copy; nothing but the request
+ * (and the frame bytes it points to) is touched. */
 static void write_run(struct workers *w, void *arg)
 {
 	struct ckpt_req *r = arg;
 	(void)w;
 	r->added = 0;
-	r->rc = blob_store_write(r->bs, r->data, r->len, r->hex, &r->added);
+	r->rc = blob_store_write(r->bs, r->src, r->len, r->hex, &r->added);
+	if (r->rc == 0 && !r->data && !(r->data = dup_bytes(r->src, r->len)))
+		r->rc = -ENOMEM;
 }
 
-/* Record a written checkpoint (rc 0) or give up on it, tell the owner, let the job go on. */
+/* Record a written checkpoint (rc 0) or give up on it, tell the owner, let the job go on
+ * (which ends the life of the frame r->src points into). */
 static void record(struct ckpt_req *r, int rc)
 {
 	struct persist *p = r->sv->persist;
 	if (rc == 0) {
 		install(r->t, r->data, r->len, r->seq);
+		r->data = NULL;
 		rc = persist_checkpoint_stored(p, r->t, r->hex);
-	} else {
-		free(r->data);
 	}
+	free(r->data);
 	r->done(r->t, r->len, r->seq, rc);
 	job_resume(r->j);
 	free(r);
@@ -104,7 +124,7 @@ static void write_done(void *arg, int ran)
 	record(r, rc);
 }
 
-void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, void *data, size_t len,
+void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, const void *data, size_t len,
                 int64_t seq, ckpt_done_fn done)
 {
 	struct persist *p = sv->persist;
@@ -114,7 +134,6 @@ void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, void *data
 	}
 	int rc = persist_budget(p, len);
 	if (rc < 0) {
-		free(data);
 		done(t, len, seq, rc);
 		return;
 	}
@@ -123,7 +142,7 @@ void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, void *data
 		store_now(sv, t, data, len, seq, done);
 		return;
 	}
-	*r = (struct ckpt_req){ .sv = sv, .t = t, .j = j, .data = data, .len = len, .seq = seq,
+	*r = (struct ckpt_req){ .sv = sv, .t = t, .j = j, .src = data, .len = len, .seq = seq,
 	                        .done = done, .bs = persist_blob_store(p) };
 	if (workers_submit(sv->workers, write_run, write_done, r) < 0) {
 		free(r);

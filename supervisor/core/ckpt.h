@@ -33,9 +33,11 @@ struct job;
  * checkpoint is dropped, as a frame arriving after the end would be), nor at shutdown. */
 typedef void (*ckpt_done_fn)(struct task *t, size_t len, int64_t seq, int rc);
 
-/* Make data (malloc'd, len bytes, taken over in every case) the checkpoint seq of t, whose job
- * j sent it; the caller has checked its size.  done runs exactly once, as above. */
-void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, void *data, size_t len,
+/* Make a copy of data (len bytes) the checkpoint seq of t; called from j's on_frame for the
+ * frame that holds data (the caller has checked its size), which job_pause keeps valid while
+ * a worker reads it, so the 8 MiB a checkpoint may have are copied off the loop too.  done
+ * runs at most once, as above; -ENOMEM when the copy cannot be made. */
+void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, const void *data, size_t len,
                 int64_t seq, ckpt_done_fn done);
 
 #endif

@@ -79,6 +79,8 @@ struct job {
 	/* job_pause: frames wait (in the reader, then in the socket) while paused > 0, and so
 	 * does the end of a job that was reaped meanwhile (its status is kept until then). */
 	int paused;
+	struct frame cur;          /* the frame being handled; kept while a pause it began lasts */
+	int cur_kept;
 	int sock_in_loop;          /* the socket is registered in the loop now */
 	struct loop_timer *resume_timer;
 	int reaped;
@@ -381,10 +383,10 @@ static int quota(struct job *j, long frames, long bytes)
 static int deliver_frames(struct job *j)
 {
 	for (;;) {
-		struct frame f;
+		struct frame *f = &j->cur;
 		if (j->paused)
 			return -1;
-		int rc = frame_reader_next(j->reader, &f);
+		int rc = frame_reader_next(j->reader, f);
 		if (rc == 0)
 			return 0;
 		if (rc < 0) {
@@ -394,12 +396,16 @@ static int deliver_frames(struct job *j)
 			return -1;
 		}
 		if (quota(j, 1, 0) < 0) {
-			frame_release(&f);
+			frame_release(f);
 			return -1;
 		}
 		const char *why = NULL;
-		rc = j->cb->on_frame(j->owner, j, &f, &why);
-		frame_release(&f);
+		rc = j->cb->on_frame(j->owner, j, f, &why);
+		/* A pause the frame began keeps it (the owner still reads its bytes) until it ends. */
+		if (j->paused)
+			j->cur_kept = 1;
+		else
+			frame_release(f);
 		if (rc < 0) {
 			job_kill(j, why ? why : "protocol violation");
 			return -1;
@@ -638,6 +644,10 @@ void job_resume(struct job *j)
 {
 	if (j->paused > 0)
 		j->paused--;
+	if (!j->paused && j->cur_kept) {
+		frame_release(&j->cur);
+		j->cur_kept = 0;
+	}
 	if (j->paused || j->resume_timer)
 		return;
 	j->resume_timer = loop_timer_in(j->sv->loop, 0, resume_cb, j);
@@ -798,6 +808,8 @@ void job_free(struct job *j)
 	if (j->resume_timer)
 		loop_timer_cancel(j->sv->loop, j->resume_timer);
 	job_close_fds(j);
+	if (j->cur_kept)
+		frame_release(&j->cur);
 	frame_reader_free(j->reader);
 	wbuf_free(&j->outq);
 	/* Only now is the tree gone, so the cgroup can be removed. */

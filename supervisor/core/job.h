@@ -81,8 +81,9 @@ void job_kill_after(struct job *j, long ms);
  * checkpoint off the loop) before the job's next frame is looked at.  Meanwhile the socket is
  * not read (the job blocks on a full socket, by design), frames to the job still go out, and
  * if the job ends, its end (on_exit) waits too, so it never overtakes a frame it sent first.
- * job_resume delivers the waiting frames from the next loop turn on, never from inside the
- * call. */
+ * Paused from inside on_frame, the frame being handled stays valid (its bytes may be read, from
+ * any thread) until the last job_resume, so they need not be copied first.  job_resume
+ * delivers the waiting frames from the next loop turn on, never from inside the call. */
 void job_pause(struct job *j);
 void job_resume(struct job *j);
 pid_t job_pid(const struct job *j);

@@ -642,14 +642,8 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
 	}
-	void *copy = malloc(len ? len : 1);
-	if (!copy) {
-		*why = "out of memory storing a checkpoint";
-		return -1;
-	}
-	memcpy(copy, data, len);
 	touch(t);
-	ckpt_store(ts->sv, t, t->job, copy, len, seq, checkpoint_stored);
+	ckpt_store(ts->sv, t, t->job, data, len, seq, checkpoint_stored);
 	return 0;
 }
 

@@ -551,14 +551,18 @@ static int pid_gone(const void *arg)
 struct tap_acc {
 	const char *id;
 	char names[400];
+	char blob[BLOB_HEX_LEN + 1];   /* the last checkpoint record's blob name */
 };
 
 static void tap_rec(void *arg, int type, const char *task_id, const msgpack_object *rec)
 {
 	struct tap_acc *a = arg;
-	(void)rec;
 	if (!task_id || strcmp(task_id, a->id) != 0)
 		return;
+	const char *hex;
+	size_t hl;
+	if (strcmp(persist_type_name(type), "checkpoint") == 0 && frame_get_str(rec, "blob", &hex, &hl) == 0)
+		snprintf(a->blob, sizeof a->blob, "%.*s", (int)hl, hex);
 	size_t n = strlen(a->names);
 	snprintf(a->names + n, sizeof a->names - n, "%s%s", n ? "," : "", persist_type_name(type));
 }
@@ -618,6 +622,14 @@ static void t_ckpt_order(struct tally *t, struct ck_env *e)
 	journal_names(e, id, &a);
 	CHECKF(t, strcmp(a.names, "created,started,checkpoint,finished") == 0,
 	       "the checkpoint record comes before the finish: %s", a.names);
+	char hex[BLOB_HEX_LEN + 1];
+	unsigned char *want = malloc(CKPT_BYTES);
+	if (!want)
+		check_die("malloc");
+	memset(want, 'k', CKPT_BYTES);
+	blob_sha256_hex(want, CKPT_BYTES, hex);
+	free(want);
+	CHECKF(t, strcmp(a.blob, hex) == 0, "the record names the blob of the bytes the job sent (%s)", a.blob);
 }
 
 static void t_ckpt_fail(struct tally *t, struct ck_env *e)
