@@ -27,10 +27,12 @@
 struct task;
 struct job;
 
-/* The outcome for the task's owner: rc 0 (t->checkpoint is now data, recorded), -EDQUOT (over
- * server.stateDirMaxMB) or another -errno (nothing was recorded; the previous checkpoint
- * stands).  Not called when the task ended while its checkpoint was being written (the
- * checkpoint is dropped, as a frame arriving after the end would be), nor at shutdown. */
+/* The outcome for the task's owner: rc 0 (t->checkpoint holds the new bytes, recorded; the
+ * acknowledgement may be queued), -EDQUOT (over server.stateDirMaxMB) or another -errno
+ * (nothing was recorded and nothing may be acknowledged: the owner ends the attempt; on the
+ * inline path t->checkpoint may already hold the new bytes, as before).  Not called when the
+ * task ended while its checkpoint was being written (the checkpoint is dropped, as a frame
+ * arriving after the end would be), nor at shutdown. */
 typedef void (*ckpt_done_fn)(struct task *t, size_t len, int64_t seq, int rc);
 
 /* Make a copy of data (len bytes) the checkpoint seq of t; called from j's on_frame for the
