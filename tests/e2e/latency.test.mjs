@@ -16,6 +16,7 @@ import {
 // slower; the work this test is about stays off the loop either way.
 const LIMIT_MS = (process.env.BUILD ?? '').includes('san') ? 150 : 50;
 const PING_EVERY_MS = 5;
+const ATTEMPTS = 3;
 const SPARSE_BYTES = 2048 * 1024 * 1024;
 const CKPT_BYTES = (8 << 20) - 8192;   // what a start frame can still carry back, with the arguments
 const CKPT_COUNT = 13;                 // 13 x ~8 MiB: 100 MiB of checkpoints per job
@@ -85,14 +86,25 @@ function report(what, st, ms) {
 		`p99 ${st.p99.toFixed(1)} ms, max ${st.max.toFixed(1)} ms`);
 }
 
-function check(what, st) {
+/** Run a scenario (a fresh server each time; it returns the ping summary) and check it.  A
+ *  p99 over the limit is measured again, up to ATTEMPTS times in all, before the test fails: a
+ *  busy host can hold any process back now and then, but work done on the loop holds it back
+ *  every time (done inline, the checkpoints alone give a p99 over 120 ms). */
+async function measured(what, scenario) {
+	let st;
+	for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
+		st = await scenario();
+		if (st.n >= 20 && st.p99 <= LIMIT_MS)
+			return;
+		console.log(`# ${what}: attempt ${attempt} over the limit`);
+	}
 	assert.ok(st.n >= 20, `${what}: only ${st.n} pings were answered while the work ran`);
 	assert.ok(st.p99 <= LIMIT_MS, `${what}: ping p99 ${st.p99.toFixed(1)} ms is over ${LIMIT_MS} ms ` +
-		`(max ${st.max.toFixed(1)} ms): blocking work is being done on the event loop`);
+		`(max ${st.max.toFixed(1)} ms) in ${ATTEMPTS} runs: blocking work is being done on the event loop`);
 }
 
 describe('the loop answers while the pool works', () => {
-	it(`ping within ${LIMIT_MS} ms while a 2 GiB sparse file is hashed for a download`, async () => {
+	it(`ping within ${LIMIT_MS} ms while a 2 GiB sparse file is hashed for a download`, () => measured('download hash', async () => {
 		const srv = await startServer({ tools: [bigTool], server: { fileRoots: ['./data'] }, env: process.env });
 		try {
 			const data = path.join(srv.dir, 'data');
@@ -107,13 +119,13 @@ describe('the loop answers while the pool works', () => {
 			assert.equal(value.structuredContent.size, SPARSE_BYTES);
 			const st = summary(rtts);
 			report('2 GiB sparse download open', st, performance.now() - t0);
-			check('download hash', st);
+			return st;
 		} finally {
 			await srv.close();
 		}
-	});
+	}));
 
-	it(`ping within ${LIMIT_MS} ms while ${JOBS} jobs store ${CKPT_COUNT} checkpoints of ~8 MiB each`, async () => {
+	it(`ping within ${LIMIT_MS} ms while ${JOBS} jobs store ${CKPT_COUNT} checkpoints of ~8 MiB each`, () => measured('checkpoint writes', async () => {
 		const srv = await startServer({ tools: [bigTool], server: { maxConcurrent: JOBS }, env: process.env });
 		try {
 			const t0 = performance.now();
@@ -135,13 +147,13 @@ describe('the loop answers while the pool works', () => {
 			const st = summary(rtts);
 			report(`${JOBS} x ${CKPT_COUNT} x ${(CKPT_BYTES / 1048576).toFixed(2)} MiB checkpoints`, st,
 				performance.now() - t0);
-			check('checkpoint writes', st);
+			return st;
 		} finally {
 			await srv.close();
 		}
-	});
+	}));
 
-	it(`ping within ${LIMIT_MS} ms while a job's 256 MiB input file is copied into its folder`, async () => {
+	it(`ping within ${LIMIT_MS} ms while a job's 256 MiB input file is copied into its folder`, () => measured('input copy', async () => {
 		const srv = await startServer({ tools: [inputTool], server: { fileRoots: ['./data'] }, env: process.env });
 		try {
 			const data = path.join(srv.dir, 'data');
@@ -164,9 +176,9 @@ describe('the loop answers while the pool works', () => {
 			assert.equal(copy.size, INPUT_BYTES, 'the job got the whole file');
 			const st = summary(rtts);
 			report('256 MiB input copy', st, performance.now() - t0);
-			check('input copy', st);
+			return st;
 		} finally {
 			await srv.close();
 		}
-	});
+	}));
 });
