@@ -19,7 +19,8 @@
  * keeps its old checkpoint, and neither the result frame nor the job's exit overtakes the
  * checkpoint; once released, the checkpoint record precedes the finish record in the journal.
  * A write that fails ends the task with internal_error and records no checkpoint; a blob
- * whose temp file vanished (a compaction collected it) is written again.
+ * whose temp file vanished (a compaction collected it) is written again.  A task whose input copy
+ * waits on the pool holds its slot without a job; cancelled meanwhile, it never starts one.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "supervisor/core/workers.h"
 
@@ -48,6 +49,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/rmtree.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/transfer.h"
 #include "check.h"
 
 struct tjob {
@@ -487,10 +489,14 @@ static void ck_turn(struct loop *l, void *arg)
 
 static void ck_open(struct ck_env *e, const char *exe)
 {
-	char cfg[PATH_MAX + 400], path[PATH_MAX], err[512];
+	char cfg[2 * PATH_MAX + 800], path[PATH_MAX], err[512];
 	memset(&e->sv, 0, sizeof e->sv);
-	snprintf(cfg, sizeof cfg, "{\"tools\":[{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\"},"
-	         "\"command\":[\"%s\",\"job\"],\"sandbox\":{\"profile\":\"none\"}}]}", exe);
+	snprintf(cfg, sizeof cfg, "{\"server\":{\"fileRoots\":[\"./data\"]},"
+	         "\"tools\":[{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\"},"
+	         "\"command\":[\"%s\",\"job\"],\"sandbox\":{\"profile\":\"none\"}},"
+	         "{\"name\":\"takes\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"file\":"
+	         "{\"type\":\"string\",\"format\":\"forkpoint-upload\"}}},"
+	         "\"command\":[\"%s\",\"job\"],\"sandbox\":{\"profile\":\"none\"}}]}", exe, exe);
 	snprintf(path, sizeof path, "%s/config.json", e->dir);
 	check_put(path, cfg, strlen(cfg));
 	fplog_init(&e->sv.log, 2, FPLOG_CRITICAL);
@@ -501,7 +507,8 @@ static void ck_open(struct ck_env *e, const char *exe)
 	e->sv.state_dir = e->state;
 	e->sv.bin_dir = e->bin;
 	e->sv.loop = loop_new();
-	if (!e->sv.loop || workers_new(e->sv.loop, 1, &e->sv.workers) < 0 || !(e->sv.tasks = tasks_new(&e->sv)))
+	if (!e->sv.loop || workers_new(e->sv.loop, 1, &e->sv.workers) < 0 || !(e->sv.tasks = tasks_new(&e->sv)) ||
+	    !(e->sv.transfers = transfers_new(&e->sv)))
 		check_die("setup");
 	if (persist_open(&e->sv, 0, &e->sv.persist, err, sizeof err) < 0) {
 		fprintf(stderr, "persist_open: %s\n", err);
@@ -515,6 +522,7 @@ static void ck_close(struct ck_env *e)
 	workers_free(e->sv.workers);
 	tasks_free(e->sv.tasks);
 	persist_close(e->sv.persist);
+	transfers_free(e->sv.transfers);
 	sandbox_free(e->sv.sandbox);
 	loop_free(e->sv.loop);
 	config_free(e->sv.cfg);
@@ -668,10 +676,56 @@ static void t_ckpt_vanished(struct tally *t, struct ck_env *e)
 	CHECKF(t, strcmp(a.names, "created,started,checkpoint,finished") == 0, "records: %s", a.names);
 }
 
+static int has_job(const void *arg)
+{
+	const struct task *t = arg;
+	return t->job != NULL || TASK_TERMINAL(t->status);
+}
+
+/* A task whose input copy waits on the pool holds its slot and has no job; cancelled
+ * meanwhile, it never starts one, and the slot goes to the next task once the copy is done. */
+static void t_inputs_task(struct tally *t, struct ck_env *e)
+{
+	char path[PATH_MAX + 64];
+	persist_blob_store(e->sv.persist)->fault = NULL;
+	e->sv.cfg->server.max_concurrent = 1;
+	snprintf(path, sizeof path, "%s/data/in.bin", e->dir);
+	check_put(path, "hello", 5);
+	atomic_int gate = 0;
+	int p[2];
+	if (pipe(p) < 0)
+		check_die("pipe");
+	struct tjob blocker = { .id = 1, .gate = &gate, .started_fd = p[1] };
+	workers_submit(e->sv.workers, j_run, j_done, &blocker);
+	char c;
+	if (read(p[0], &c, 1) != 1)
+		check_die("read");
+	cJSON *args = cJSON_CreateObject();
+	cJSON_AddStringToObject(args, "file", "in.bin");
+	struct task *a = NULL, *b = NULL;
+	int rc = tasks_create(e->sv.tasks, &e->sv.cfg->tools[1], args, &a);
+	CHECKF(t, rc == 0 && a, "a task with an input file: %d", rc);
+	if (!a)
+		return;
+	CHECK(t, a->status == TASK_WORKING && !a->job && !a->queued, "its copy is queued on the pool; no job yet");
+	rc = tasks_create(e->sv.tasks, &e->sv.cfg->tools[0], cJSON_CreateObject(), &b);
+	CHECK(t, rc == 0 && b && b->queued && !b->job, "the next task waits: the copying one holds the only slot");
+	CHECK(t, tasks_cancel(e->sv.tasks, a, "test") == 0 && a->status == TASK_CANCELLED, "cancelled while copying");
+	CHECK(t, b && b->queued, "the slot stays taken until the copy is done");
+	atomic_store(&gate, 1);
+	CHECK(t, b && turn_until(e, has_job, b), "once the copy is done the next task starts");
+	snprintf(path, sizeof path, "%s/tasks/%s/output.log", e->state, a->id);
+	CHECK(t, !a->job && a->status == TASK_CANCELLED && !exists(path), "the cancelled task never started its job");
+	if (b)
+		CHECK(t, turn_until(e, is_terminal, b), "the next task ends");
+	close(p[0]);
+	close(p[1]);
+}
+
 static void t_ckpt(struct tally *t)
 {
 	struct ck_env e;
-	char exe[PATH_MAX];
+	char exe[PATH_MAX], data[300];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
 	if (n <= 0)
 		check_die("readlink /proc/self/exe");
@@ -682,10 +736,13 @@ static void t_ckpt(struct tally *t)
 	check_tmpdir(e.dir, sizeof e.dir, "ckpt");
 	snprintf(e.state, sizeof e.state, "%s/state", e.dir);
 	check_mkdir(e.state);
+	snprintf(data, sizeof data, "%s/data", e.dir);
+	check_mkdir(data);
 	ck_open(&e, exe);
 	t_ckpt_order(t, &e);
 	t_ckpt_fail(t, &e);
 	t_ckpt_vanished(t, &e);
+	t_inputs_task(t, &e);
 	ck_close(&e);
 	check_rm_rf(e.dir);
 }
