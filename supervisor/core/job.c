@@ -29,6 +29,7 @@
 #include "runner/sandbox/sandbox.h"
 #include "runner/spawn.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #define READ_PER_TURN   (256u << 10)   /* per fd per loop turn: fairness between jobs */
 #define TAIL_BYTES      4096
@@ -69,6 +70,7 @@ struct job {
 	char violation_buf[320];
 	int exited;
 	int sock_eof, out_eof;
+	int sock_polled;           /* sock is registered in the loop */
 	int64_t hello_next;        /* loop ms: no start frame before this */
 	struct loop_timer *hello_timer;
 	int (*hello_send)(void *arg);
@@ -81,7 +83,6 @@ struct job {
 	int paused;
 	struct frame cur;          /* the frame being handled; kept while a pause it began lasts */
 	int cur_kept;
-	int sock_in_loop;          /* the socket is registered in the loop now */
 	struct loop_timer *resume_timer;
 	int reaped;
 	siginfo_t reap_si;
@@ -102,8 +103,7 @@ static void drop_fd(struct job *j, int *fd, int watched)
 
 static void job_close_fds(struct job *j)
 {
-	drop_fd(j, &j->sock, j->sock_in_loop);
-	j->sock_in_loop = 0;
+	drop_fd(j, &j->sock, 1);
 	drop_fd(j, &j->out, 1);
 	drop_fd(j, &j->pidfd, 1);
 	drop_fd(j, &j->logfd, 0);
@@ -229,13 +229,8 @@ void job_log_line(struct job *j, enum fplog_level lv, const char *level, const c
 	}
 	logsum_flush(j);
 	j->logsum_start = now;
-	size_t n = len;
-	if (n > LOGSUM_TEXT) {
-		/* Cut on a character boundary: the text reaches clients as JSON. */
-		n = LOGSUM_TEXT;
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
-	}
+	/* Cut on a character boundary: the text reaches clients as JSON. */
+	size_t n = utf8_clip(msg, len, LOGSUM_TEXT);
 	fplog(&j->sv->log, lv, j->task_id, "job: %.*s%s", (int)n, msg, n < len ? "..." : "");
 }
 
@@ -271,23 +266,25 @@ static void on_out(struct loop *l, int fd, uint32_t ev, void *arg)
 
 static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg);
 
-/* Watch the socket for what is wanted now: input unless paused or at its end, output while
- * frames wait to go.  A paused socket with nothing to send leaves the loop altogether: epoll
- * reports a hang-up even for an empty mask, and a job that checkpoints and exits would spin
- * the loop for as long as the checkpoint takes to store. */
+/* Poll the socket for input until its EOF (and not while the owner has paused the job), and
+ * for output while frames wait to be sent.  With neither, the fd leaves the loop (it stays
+ * open for job_send until exit): epoll reports a hang-up whatever the mask, so a job that
+ * closed its end and runs on, whose keeper has not yet been reaped, or that checkpointed and
+ * exited while the checkpoint is being stored, would otherwise wake every turn and spin the
+ * loop. */
 static void update_sock_events(struct job *j)
 {
 	if (j->sock < 0)
 		return;
-	uint32_t ev = (j->paused || j->sock_eof ? 0 : EPOLLIN) | (wbuf_pending(&j->outq) ? EPOLLOUT : 0);
-	if (!ev && j->paused) {
-		if (j->sock_in_loop)
+	uint32_t ev = (j->sock_eof || j->paused ? 0 : EPOLLIN) | (wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+	if (!ev) {
+		if (j->sock_polled)
 			loop_del_fd(j->sv->loop, j->sock);
-		j->sock_in_loop = 0;
-	} else if (!j->sock_in_loop) {
-		j->sock_in_loop = loop_add_fd(j->sv->loop, j->sock, ev, on_sock, j) == 0;
-	} else {
+		j->sock_polled = 0;
+	} else if (j->sock_polled) {
 		loop_mod_fd(j->sv->loop, j->sock, ev);
+	} else if (loop_add_fd(j->sv->loop, j->sock, ev, on_sock, j) == 0) {
+		j->sock_polled = 1;
 	}
 }
 
@@ -458,7 +455,9 @@ static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg)
 {
 	struct job *j = arg;
 	(void)l; (void)fd;
-	if (ev & EPOLLOUT)
+	/* On a hang-up too: the failing send drops frames that can no longer be delivered, and
+	 * with them the wish for EPOLLOUT. */
+	if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 		flush_outq(j);
 	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		drain_sock(j, READ_PER_TURN);
@@ -481,17 +480,12 @@ static void tail_text(const struct job *j, char *out, size_t outlen)
 	out[n] = 0;
 	/* Keep the text valid UTF-8 and printable: cut a split sequence at the front, replace
 	 * bytes that cannot be sent in JSON. */
-	size_t k = 0;
-	while (k < n && ((unsigned char)out[k] & 0xC0) == 0x80)
-		k++;
+	size_t k = utf8_resync(out, n);
 	size_t w = 0;
 	for (size_t i = k; i < n;) {
 		unsigned char c = (unsigned char)out[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		int ok = len > 0 && i + len <= n;
-		for (size_t m = 1; ok && m < len; m++)
-			ok = ((unsigned char)out[i + m] & 0xC0) == 0x80;
-		if (!ok) {
+		size_t len = utf8_char_len(out + i, n - i);
+		if (len == 0) {
 			out[w++] = '?';
 			i++;
 			continue;
@@ -660,8 +654,8 @@ void job_resume(struct job *j)
 static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, struct job *j,
                         char *err, size_t errlen)
 {
-	static const struct sandbox_cfg default_cfg = { .profile = "default" };
-	const struct sandbox_cfg *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
+	static const struct sandbox_policy default_cfg = { .profile = "default" };
+	const struct sandbox_policy *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
 	char helper[4200];
 	int rc;
 	if (!sv->sandbox && (rc = sandbox_new(&sv->sandbox)) < 0) {
@@ -759,16 +753,15 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	j->out = pp[0];
 	fcntl(j->sock, F_SETFL, O_NONBLOCK);
 	fcntl(j->out, F_SETFL, O_NONBLOCK);
-	j->sock_in_loop = 1;   /* from here job_free takes it out (a no-op if the add fails) */
 	if ((rc = loop_add_fd(sv->loop, j->pidfd, EPOLLIN, on_pidfd, j)) < 0 ||
 	    (rc = loop_add_fd(sv->loop, j->sock, EPOLLIN, on_sock, j)) < 0 ||
-
 	    (rc = loop_add_fd(sv->loop, j->out, EPOLLIN, on_out, j)) < 0 ||
 	    (j->execfd >= 0 && (rc = loop_add_fd(sv->loop, j->execfd, EPOLLIN, on_exec, j)) < 0)) {
 		snprintf(err, errlen, "event loop: %s", strerror(-rc));
 		job_free(j);
 		return rc;
 	}
+	j->sock_polled = 1;
 	*out = j;
 	return 0;
 fail:

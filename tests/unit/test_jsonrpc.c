@@ -2,6 +2,7 @@
  * responses, and each kind of invalid message with its error code), and the builders' output:
  * one line of valid UTF-8 JSON whatever strings went into it.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
+#include "proto/utf8.h"
 #include "proto/jsonrpc.h"
 #include "proto/frame.h"
 #include "check.h"
@@ -34,6 +35,19 @@ static void test_parse(struct tally *t)
 	PARSE("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
 	      "Invalid Request: id must be a string or an integer");
+	/* Whole numbers past int64 (and the exponent forms of them) are refused, not converted:
+	 * a cast of a double outside the range is undefined behaviour. */
+	PARSE("{\"id\":6e66}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":6e66,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-1e300,\"result\":{}}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":9223372036854775808,\"method\":\"x\"}", RPC_INVALID,
+	      RPC_INVALID_REQUEST, "Invalid Request: id must be a string or an integer");   /* 2^63 */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1e400,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");   /* overflows to infinity */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775808,\"method\":\"x\"}", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1e18,\"method\":\"x\"}", RPC_REQUEST, 0, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[]}", RPC_INVALID,
 	      RPC_INVALID_PARAMS, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
@@ -64,7 +78,7 @@ static void test_parse(struct tally *t)
 /* The builders' text: one line, valid UTF-8, and the JSON it parses back to. */
 static void built_is(struct tally *t, int line, char *s, const char *want)
 {
-	int ok = s && !strchr(s, '\n') && frame_utf8_valid(s, strlen(s)) && strcmp(s, want) == 0;
+	int ok = s && !strchr(s, '\n') && utf8_valid(s, strlen(s)) && strcmp(s, want) == 0;
 	CHECKF(t, ok, "line %d:\n   got:  %s\n   want: %s", line, s ? s : "(null)", want);
 	free(s);
 }
