@@ -18,6 +18,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/rmtree.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/core/workers.h"
 #include "proto/io.h"
 #include "proto/utf8.h"
 
@@ -1423,7 +1424,7 @@ static void inputs_copied(void *arg, const char *id, int rc, cJSON *env)
 	struct tasks *ts = arg;
 	struct task *t = tasks_find(ts, id);
 	ts->running--;
-	if (rc == -ECANCELED) {
+	if (rc == -ECANCELED || (ts->sv->workers && workers_stopping(ts->sv->workers))) {
 		cJSON_Delete(env);
 		return;   /* the server is stopping: the task starts again at the next run */
 	}
