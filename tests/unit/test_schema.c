@@ -48,7 +48,7 @@ static void test_check(struct tally *t)
 	         "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
 	         "\"title\":\"T\",\"description\":\"D\",\"examples\":[{}],"
 	         "\"properties\":{"
-	         " \"topic\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,\"format\":\"x\"},"
+	         " \"topic\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,\"format\":\"email\"},"
 	         " \"sections\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10,\"default\":3},"
 	         " \"ratio\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1},"
 	         " \"mode\":{\"enum\":[\"fast\",\"slow\"],\"default\":\"fast\"},"
@@ -59,12 +59,12 @@ static void test_check(struct tally *t)
 	         "},\"required\":[\"topic\"],\"additionalProperties\":false}");
 
 	/* unsupported keywords are refused by name, wherever they are */
-	check_err(t, __LINE__, "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"^a\"}}}",
-	          "properties.x.pattern: unsupported keyword \"pattern\"");
-	check_err(t, __LINE__, "{\"oneOf\":[{}]}", "oneOf: unsupported keyword \"oneOf\"");
-	check_err(t, __LINE__, "{\"items\":{\"multipleOf\":2}}", "items.multipleOf: unsupported keyword \"multipleOf\"");
-	check_err(t, __LINE__, "{\"additionalProperties\":{\"$ref\":\"#\"}}",
-	          "additionalProperties.$ref: unsupported keyword \"$ref\"");
+	check_err(t, __LINE__, "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"unevaluatedItems\":false}}}",
+	          "properties.x.unevaluatedItems: unsupported keyword \"unevaluatedItems\"");
+	check_err(t, __LINE__, "{\"oneOf\":[{\"$dynamicRef\":\"#a\"}]}", "oneOf[0].$dynamicRef: unsupported keyword \"$dynamicRef\"");
+	check_err(t, __LINE__, "{\"items\":{\"additionalItems\":false}}", "items.additionalItems: unsupported keyword \"additionalItems\"");
+	check_err(t, __LINE__, "{\"additionalProperties\":{\"unevaluatedProperties\":false}}",
+	          "additionalProperties.unevaluatedProperties: unsupported keyword \"unevaluatedProperties\"");
 
 	/* badly typed keywords */
 	check_err(t, __LINE__, "{\"properties\":{\"sections\":{\"minimum\":\"1\"}}}",
@@ -80,9 +80,9 @@ static void test_check(struct tally *t)
 	check_err(t, __LINE__, "{\"required\":[\"a\",1]}", "required[1]: must be a string");
 	check_err(t, __LINE__, "{\"required\":[\"a\",\"a\"]}", "required[1]: duplicate name \"a\"");
 	check_err(t, __LINE__, "{\"properties\":[]}", "properties: must be an object mapping names to schemas");
-	check_err(t, __LINE__, "{\"properties\":{\"x\":true}}", "properties.x: must be a schema object");
-	check_err(t, __LINE__, "{\"items\":[{}]}", "items: must be a schema object (the array form is not supported)");
-	check_err(t, __LINE__, "{\"additionalProperties\":\"no\"}", "additionalProperties: must be a schema object");
+	check_err(t, __LINE__, "{\"properties\":{\"x\":1}}", "properties.x: must be a schema (an object, true or false)");
+	check_err(t, __LINE__, "{\"items\":[{}]}", "items: must be a schema (the array form is draft-07's; use prefixItems)");
+	check_err(t, __LINE__, "{\"additionalProperties\":\"no\"}", "additionalProperties: must be a schema (an object, true or false)");
 	check_err(t, __LINE__, "{\"enum\":[]}", "enum: must be a non-empty array");
 	check_err(t, __LINE__, "{\"examples\":{}}", "examples: must be an array");
 	check_err(t, __LINE__, "{\"title\":1}", "title: must be a string");
@@ -125,7 +125,7 @@ static void test_check(struct tally *t)
 	cJSON_Delete(s);
 
 	/* a tiny error buffer truncates, never overflows */
-	s = parse("{\"properties\":{\"x\":{\"pattern\":\"a\"}}}");
+	s = parse("{\"properties\":{\"x\":{\"pattern\":\"(a\"}}}");
 	char small[8];
 	rc = schema_check(s, small, sizeof small);
 	CHECKF(t, rc == -1 && strcmp(small, "propert") == 0, "truncated error: %d \"%s\"", rc, small);
