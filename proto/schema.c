@@ -384,8 +384,10 @@ enum { V_FAIL = -1, V_ABORT = -2 };
 
 struct vctx {
 	const struct schema *sc;
-	char *err;
+	char *err;               /* where a mismatch is explained: a trial's own buffer inside one */
 	size_t errlen;
+	char *top_err;           /* the caller's buffer, where an abort is explained */
+	size_t top_errlen;
 	struct path path;        /* the field being validated, as the model spelled it */
 	unsigned long steps;
 	int frames;
@@ -407,15 +409,28 @@ static int vfail(struct vctx *cx, const char *fmt, ...)
 	return V_FAIL;
 }
 
+/* Stopping is no mismatch a trial could absorb: its message goes to the caller's buffer. */
+static int vabort(struct vctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int vabort(struct vctx *cx, const char *fmt, ...)
+{
+	struct msg m = msg_start(cx->top_err, cx->top_errlen, &cx->path);
+	if (m.cap && m.len < m.cap - 1) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(m.s + m.len, m.cap - m.len, fmt, ap);
+		va_end(ap);
+	}
+	return V_ABORT;
+}
+
 /* Charge work to the budget; V_ABORT with a message once it is spent. */
 static int spend(struct vctx *cx, unsigned long units)
 {
 	cx->steps += units;
 	if (cx->steps <= SCHEMA_MAX_STEPS)
 		return 0;
-	vfail(cx, "validation stopped: it needs more than %lu steps (the schema fans out too much "
-	      "for this value)", SCHEMA_MAX_STEPS);
-	return V_ABORT;
+	return vabort(cx, "validation stopped: it needs more than %lu steps (the schema fans out too "
+	              "much for this value)", SCHEMA_MAX_STEPS);
 }
 
 static int vfail_type(struct vctx *cx, const cJSON *type)
@@ -609,10 +624,8 @@ static int match(struct vctx *cx, const pcre2_code *re, const char *src, const c
 	size_t len = strlen(s);
 	if (spend(cx, 16 + len / 64))
 		return V_ABORT;
-	if (!cx->md && !(cx->md = pcre2_match_data_create(1, NULL))) {
-		vfail(cx, "out of memory");
-		return V_ABORT;
-	}
+	if (!cx->md && !(cx->md = pcre2_match_data_create(1, NULL)))
+		return vabort(cx, "out of memory");
 	int rc = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, cx->md, cx->sc->mctx);
 	if (rc >= 0)
 		return 1;
@@ -620,7 +633,7 @@ static int match(struct vctx *cx, const pcre2_code *re, const char *src, const c
 		return 0;
 	if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21)
 		return vfail(cx, "must be valid UTF-8");
-	struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
+	struct msg m = msg_start(cx->top_err, cx->top_errlen, &cx->path);
 	msg_add(&m, "validation stopped: the pattern ");
 	msg_pattern(&m, src);
 	msg_add(&m, " needs too much backtracking on this value (%s)",
@@ -654,7 +667,7 @@ static int validate_string(struct vctx *cx, const struct node *n, const cJSON *v
 
 /* Run n on v as a trial (a branch of anyOf, oneOf, not, if, contains, propertyNames): the
  * reason for a mismatch goes to buf, not to the caller's message, and the path is restored.
- * An abort is no trial's verdict: its message is copied out and it propagates. */
+ * An abort is no trial's verdict: it propagates, with the path where it happened. */
 static int trial(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth,
                  char *buf, size_t len)
 {
@@ -666,11 +679,8 @@ static int trial(struct vctx *cx, const struct node *n, const cJSON *v, int vdep
 	int rc = validate(cx, n, v, vdepth);
 	cx->err = err;
 	cx->errlen = errlen;
-	if (rc == V_ABORT) {
-		if (errlen)
-			snprintf(err, errlen, "%s", buf);
+	if (rc == V_ABORT)
 		return V_ABORT;
-	}
 	path_restore(&cx->path, mark);
 	return rc;
 }
@@ -766,10 +776,8 @@ static int check_unique(struct vctx *cx, const cJSON *arr)
 	if (n < 2)
 		return 0;
 	struct hashed *hs = malloc(n * sizeof *hs);
-	if (!hs) {
-		vfail(cx, "out of memory");
-		return V_ABORT;
-	}
+	if (!hs)
+		return vabort(cx, "out of memory");
 	int rc = spend(cx, n);
 	const cJSON *el;
 	cJSON_ArrayForEach(el, arr) {
@@ -891,7 +899,7 @@ static int check_duplicates(struct vctx *cx, const cJSON *obj)
 	const char **keys = malloc(n * sizeof *keys);
 	int rc = V_FAIL;
 	if (!keys) {
-		vfail(cx, "out of memory");
+		rc = vabort(cx, "out of memory");
 		goto fail;
 	}
 	const cJSON *f;
@@ -1074,11 +1082,9 @@ static int validate_here(struct vctx *cx, const struct node *n, const cJSON *v, 
 /* Enter a subschema application: the frame and step budgets.  0, or V_ABORT. */
 static int enter(struct vctx *cx)
 {
-	if (cx->frames >= SCHEMA_MAX_FRAMES) {
-		vfail(cx, "validation stopped: schemas applied more than %d levels deep",
-		      SCHEMA_MAX_FRAMES);
-		return V_ABORT;
-	}
+	if (cx->frames >= SCHEMA_MAX_FRAMES)
+		return vabort(cx, "validation stopped: schemas applied more than %d levels deep",
+		              SCHEMA_MAX_FRAMES);
 	int rc = spend(cx, 1);
 	if (rc == 0)
 		cx->frames++;
@@ -1120,8 +1126,7 @@ static int insert_defaults(struct vctx *cx, const struct node *n, cJSON *obj)
 		cJSON *copy = cJSON_Duplicate(def, 1);
 		if (!copy || !cJSON_AddItemToObject(obj, n->props[i].name, copy)) {
 			cJSON_Delete(copy);
-			vfail(cx, "out of memory while applying defaults");
-			return V_ABORT;
+			return vabort(cx, "out of memory while applying defaults");
 		}
 	}
 	return 0;
@@ -1183,7 +1188,7 @@ static int apply_node(struct vctx *cx, const struct node *n, cJSON *value)
 int schema_apply(const struct schema *sc, cJSON *value, char *err, size_t errlen,
                  char *field, size_t fieldlen)
 {
-	struct vctx cx = { .sc = sc, .err = err, .errlen = errlen };
+	struct vctx cx = { .sc = sc, .err = err, .errlen = errlen, .top_err = err, .top_errlen = errlen };
 	if (errlen)
 		err[0] = '\0';
 	int rc = apply_node(&cx, sc->root, value);
@@ -1893,7 +1898,8 @@ static int check_defaults(struct cctx *cx)
 		if (!copy)
 			return cfail(cx, "out of memory");
 		char why[256];
-		struct vctx vx = { .sc = cx->sc, .err = why, .errlen = sizeof why };
+		struct vctx vx = { .sc = cx->sc, .err = why, .errlen = sizeof why,
+		                   .top_err = why, .top_errlen = sizeof why };
 		why[0] = '\0';
 		int rc = apply_node(&vx, n, copy);
 		cJSON_Delete(copy);

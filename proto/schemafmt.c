@@ -9,15 +9,18 @@
 #include <ctype.h>
 #include <string.h>
 
-enum { F_DATE_TIME, F_DATE, F_TIME, F_EMAIL, F_URI, F_UUID, F_IPV4, F_IPV6, F_HOSTNAME, F_N };
+enum { F_DATE_TIME, F_DATE, F_TIME, F_DURATION, F_EMAIL, F_URI, F_UUID, F_IPV4, F_IPV6, F_HOSTNAME,
+       F_UPLOAD, F_PASSWORD, F_BINARY, F_N };
 
 static const char *const names[F_N] = {
-	"date-time", "date", "time", "email", "uri", "uuid", "ipv4", "ipv6", "hostname",
+	"date-time", "date", "time", "duration", "email", "uri", "uuid", "ipv4", "ipv6", "hostname",
+	"forkpoint-upload", "password", "binary",
 };
 static const char *const phrases[F_N] = {
 	"a date-time (RFC 3339, e.g. 2026-12-01T10:45:38Z)", "a date (RFC 3339, e.g. 2026-12-01)",
-	"a time (RFC 3339, e.g. 10:45:38Z)", "an email address", "an absolute URI (RFC 3986)",
+	"a time (RFC 3339, e.g. 10:45:38Z)", "a duration (ISO 8601, e.g. P1DT2H30M)", "an email address", "an absolute URI (RFC 3986)",
 	"a UUID (8-4-4-4-12 hex digits)", "an IPv4 address", "an IPv6 address", "a host name",
+	"an upload handle", "a password", "binary data",
 };
 
 int schemafmt_find(const char *name)
@@ -40,7 +43,8 @@ const char *schemafmt_phrase(int f)
 
 const char *schemafmt_list(void)
 {
-	return "date-time, date, time, email, uri, uuid, ipv4, ipv6, hostname";
+	return "date-time, date, time, duration, email, uri, uuid, ipv4, ipv6, hostname, "
+	       "forkpoint-upload, password, binary";
 }
 
 /* n ASCII digits at s into *out; 0 if any is not a digit. */
@@ -102,6 +106,47 @@ static int scan_time(const char *s)
 			return 0;
 	}
 	return (int)(p - s);
+}
+
+/* ISO 8601 duration as RFC 3339 appendix A has it: P then Y M W D, T then H M S (each a
+ * whole number, seconds may have a fraction), in that order, at least one of them, and a T
+ * only with a time part after it. */
+static int is_duration(const char *s)
+{
+	static const char date_units[] = "YMWD", time_units[] = "HMS";
+	if (*s++ != 'P')
+		return 0;
+	int parts = 0, in_time = 0;
+	const char *units = date_units;
+	while (*s) {
+		if (*s == 'T') {
+			if (in_time || !s[1])
+				return 0;
+			in_time = 1;
+			units = time_units;
+			s++;
+			continue;
+		}
+		if (!isdigit((unsigned char)*s))
+			return 0;
+		while (isdigit((unsigned char)*s))
+			s++;
+		if (*s == '.' && in_time) {
+			if (!isdigit((unsigned char)*++s))
+				return 0;
+			while (isdigit((unsigned char)*s))
+				s++;
+			if (*s != 'S')
+				return 0;
+		}
+		const char *u = *s ? strchr(units, *s) : NULL;
+		if (!u)
+			return 0;
+		units = u + 1;   /* each unit once, in order */
+		parts++;
+		s++;
+	}
+	return parts > 0;
 }
 
 static int is_date_time(const char *s)
@@ -225,12 +270,18 @@ int schemafmt_check(int f, const char *s)
 	case F_DATE_TIME: return is_date_time(s);
 	case F_DATE: return scan_date(s) == 10 && s[10] == '\0';
 	case F_TIME: return (n = scan_time(s)) > 0 && s[n] == '\0';
+	case F_DURATION: return is_duration(s);
 	case F_EMAIL: return is_email(s);
 	case F_URI: return is_uri(s);
 	case F_UUID: return is_uuid(s);
 	case F_IPV4: return inet_pton(AF_INET, s, buf) == 1;
 	case F_IPV6: return inet_pton(AF_INET6, s, buf) == 1;
 	case F_HOSTNAME: return is_hostname_n(s, strlen(s));
+	/* Annotations: an upload handle is resolved later (supervisor/core/transfer.c); password
+	 * and binary (OpenAPI's, which pydantic writes) constrain nothing a string could break. */
+	case F_UPLOAD:
+	case F_PASSWORD:
+	case F_BINARY: return 1;
 	default: return 0;
 	}
 }

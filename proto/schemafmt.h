@@ -10,6 +10,10 @@
  *   uuid       RFC 4122 text: 8-4-4-4-12 hex digits
  *   ipv4, ipv6 as inet_pton(3) reads them (dotted quad without leading zeros; RFC 4291 text)
  *   hostname   RFC 1123: labels of 1-63 letters, digits and inner hyphens, 253 bytes at most
+ *   duration   ISO 8601 as RFC 3339 appendix A: P1Y2M3W4DT5H6M7.5S (parts in order, one at least)
+ * Accepted without a check (nothing to enforce on a string): forkpoint-upload (an argument
+ * that names an input file, resolved by supervisor/core/transfer.c), password and binary
+ * (OpenAPI annotations that pydantic writes).
  *
  * Pure functions over NUL-terminated strings; nothing allocates. */
 #ifndef FP_SCHEMAFMT_H

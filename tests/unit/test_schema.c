@@ -512,6 +512,10 @@ static void test_formats(struct tally *t)
 		{ "ipv4", "192.0.2.1", "192.0.2.01", "an IPv4 address" },
 		{ "ipv6", "2001:db8::1", "2001:db8:::1", "an IPv6 address" },
 		{ "hostname", "api.example-1.org", "-bad.example.org", "a host name" },
+		{ "duration", "P1DT2H30M", "P1H", "a duration (ISO 8601, e.g. P1DT2H30M)" },
+		{ "duration", "PT0.5S", "P", NULL },
+		{ "duration", "P3W", "P1DT", NULL },
+		{ "duration", "P1Y2M3W4DT5H6M7S", "P1D2Y", NULL },
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		char schema[128], ok[160], bad[160], want[200];
@@ -535,7 +539,11 @@ static void test_formats(struct tally *t)
 	/* a format applies to strings only */
 	valid(t, __LINE__, P("\"f\":{\"format\":\"email\"}"), "{\"f\":12}", NULL);
 	check_err(t, __LINE__, "{\"format\":\"color\"}", "format: unsupported format \"color\" (supported: "
-	          "date-time, date, time, email, uri, uuid, ipv4, ipv6, hostname)");
+	          "date-time, date, time, duration, email, uri, uuid, ipv4, ipv6, hostname, forkpoint-upload, "
+	          "password, binary)");
+	/* formats that only annotate */
+	valid(t, __LINE__, P("\"f\":{\"format\":\"forkpoint-upload\"},\"p\":{\"format\":\"password\"},"
+	                     "\"b\":{\"format\":\"binary\"}"), "{\"f\":\"up-1\",\"p\":\"x\",\"b\":\"\"}", NULL);
 	check_err(t, __LINE__, "{\"format\":1}", "format: must be a string");
 }
 
