@@ -1422,9 +1422,11 @@ static int kw_dep_required(struct cctx *cx, struct node *n, const cJSON *v, int 
 	return 0;
 }
 
-/* A regular expression, compiled once: PCRE2 in UTF mode.  "$" matches only at the very end,
- * as in ECMA-262 (the dialect JSON Schema names), and \C (a single byte inside a character)
- * is refused.  An invalid pattern is refused with PCRE2's reason and where it is. */
+/* A regular expression, compiled once: PCRE2 in UTF mode, as close to ECMA-262 (the dialect
+ * JSON Schema names, and the one zod's patterns are written in) as it goes: "$" matches only
+ * at the very end, \uhhhh and \u{h...} are code points, \xhh a byte-sized one.  \C (a single
+ * byte inside a character) is refused.  An invalid pattern is refused with PCRE2's reason and
+ * where it is. */
 static int compile_re(struct cctx *cx, const cJSON *v, pcre2_code **out)
 {
 	if (!cJSON_IsString(v))
@@ -1436,10 +1438,11 @@ static int compile_re(struct cctx *cx, const cJSON *v, pcre2_code **out)
 	if (!cc)
 		return cfail(cx, "out of memory");
 	pcre2_set_parens_nest_limit(cc, 64);
+	pcre2_set_compile_extra_options(cc, PCRE2_EXTRA_ALT_BSUX);
 	int code;
 	PCRE2_SIZE off;
 	*out = pcre2_compile((PCRE2_SPTR)v->valuestring, len,
-	                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C,
+	                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C | PCRE2_ALT_BSUX,
 	                     &code, &off, cc);
 	pcre2_compile_context_free(cc);
 	if (!*out) {

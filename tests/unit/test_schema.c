@@ -561,6 +561,10 @@ static void test_patterns(struct tally *t)
 	valid(t, __LINE__, P("\"c\":{\"pattern\":\"^\\\\p{Lu}+$\"}"), "{\"c\":\"\\u00c9T\\u00c9\"}", NULL);
 	/* a pattern applies to strings only */
 	valid(t, __LINE__, P("\"w\":{\"pattern\":\"b+\"}"), "{\"w\":5}", NULL);
+	/* ECMA-262 escapes: \\uhhhh, \\u{h...}, \\xhh */
+	s = P("\"e\":{\"pattern\":\"^\\\\u0041\\\\u{e9}\\\\x42$\"}");
+	valid(t, __LINE__, s, "{\"e\":\"A\u00e9B\"}", NULL);
+	invalid(t, __LINE__, s, "{\"e\":\"u0041\"}", "e: must match the pattern ^\\u0041\\u{e9}\\x42$", "e");
 
 	/* invalid patterns are refused at load, naming where they are */
 	check_err(t, __LINE__, P("\"x\":{\"pattern\":\"(a\"}"),
