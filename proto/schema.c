@@ -14,8 +14,8 @@
  * stack or the loop's time.  Load bounds: schema nesting (SCHEMA_MAX_DEPTH), subschema count,
  * pattern size and nesting, in-place chains.  Validation bounds: value nesting, recursion
  * frames, a step budget shared by every subschema application, equality comparison and
- * pattern match (anyOf over $ref fan-out is exponential without it), and PCRE2's match, depth
- * and heap limits per match.  Running out of any of them stops validation with a message that
+ * pattern match (anyOf over $ref fan-out is exponential without it), a budget of PCRE2 steps
+ * shared by every match (counted by callout), and PCRE2's heap limit per match.  Running out of any of them stops validation with a message that
  * says so; it never counts as a mere mismatch (under "not" that would turn into a pass).
  * Messages go into the caller's buffer, truncated if they do not fit; nothing here prints. */
 #include "proto/schema.h"
@@ -36,11 +36,13 @@
 #define SCHEMA_MAX_NODES 10000       /* subschemas in one schema */
 #define SCHEMA_MAX_INPLACE 32        /* longest chain of $ref/allOf/anyOf/... on one value */
 #define SCHEMA_MAX_FRAMES 2048       /* recursion frames of one validation */
-#define SCHEMA_MAX_STEPS 1000000UL   /* work units of one validation */
+#define SCHEMA_MAX_STEPS 250000UL    /* work units of one validation, */
+#define SCHEMA_STEPS_PER_NODE 16UL   /* plus these per node of the value */
+#define MATCH_STEPS 4UL              /* a pattern match, plus one per 64 bytes matched */
 #define PATTERN_MAX_BYTES 4096
-#define PATTERN_MATCH_LIMIT 100000   /* PCRE2 backtracking steps per match */
-#define PATTERN_DEPTH_LIMIT 10000
-#define PATTERN_HEAP_KIB 4096
+#define PATTERN_STEPS 100000UL       /* PCRE2 pattern steps (callouts) of one validation, */
+#define PATTERN_STEPS_PER_BYTE 8UL   /* plus these per byte of the value's strings and keys */
+#define PATTERN_HEAP_KIB 32768       /* PCRE2 backtracking memory per match */
 #define PATH_CHARS 512
 /* 2^53: the largest count a double holds exactly, more than any string or array can have. */
 #define COUNT_MAX 9007199254740992.0
@@ -192,6 +194,8 @@ static struct msg msg_start(char *err, size_t errlen, const struct path *p)
 /* Append a JSON value in compact form, shortened so one huge enum cannot drown the message. */
 static void msg_json(struct msg *m, const cJSON *v)
 {
+	if (m->cap == 0)
+		return;   /* a quiet trial's: nobody reads it, and printing costs */
 	char *txt = cJSON_PrintUnformatted(v);
 	if (!txt) {
 		msg_add(m, "?");
@@ -217,6 +221,8 @@ int schema_is_integral(double d)
 /* Numbers print as JSON would show them: integers without a fraction, others round-tripping. */
 static void msg_num(struct msg *m, double d)
 {
+	if (m->cap == 0)
+		return;
 	if (schema_is_integral(d) && d < 1e15 && d > -1e15) {
 		msg_add(m, "%.0f", d);
 		return;
@@ -328,7 +334,6 @@ struct schema {
 	struct anchor *anchors;
 	size_t n_anchors, cap_anchors;
 	pcre2_match_context *mctx;
-	int has_patterns;
 };
 
 static void node_free(struct node *n)
@@ -389,9 +394,12 @@ struct vctx {
 	char *top_err;           /* the caller's buffer, where an abort is explained */
 	size_t top_errlen;
 	struct path path;        /* the field being validated, as the model spelled it */
-	unsigned long steps;
+	unsigned long steps, budget;
 	int frames;
-	pcre2_match_data *md;    /* made on the first match */
+	int trials;              /* trials entered and not left: inside one, nested ones are quiet */
+	pcre2_match_data *md;    /* made on the first match, */
+	pcre2_match_context *mctx;   /* with the schema's limits and the step counter */
+	unsigned long pattern_steps, pattern_budget;
 };
 
 static int validate(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth);
@@ -427,10 +435,10 @@ static int vabort(struct vctx *cx, const char *fmt, ...)
 static int spend(struct vctx *cx, unsigned long units)
 {
 	cx->steps += units;
-	if (cx->steps <= SCHEMA_MAX_STEPS)
+	if (cx->steps <= cx->budget)
 		return 0;
-	return vabort(cx, "validation stopped: it needs more than %lu steps (the schema fans out too "
-	              "much for this value)", SCHEMA_MAX_STEPS);
+	return vabort(cx, "validation stopped: it takes too many steps (the schema fans out too much "
+	              "for this value)");
 }
 
 static int vfail_type(struct vctx *cx, const cJSON *type)
@@ -616,17 +624,32 @@ static void msg_pattern(struct msg *m, const char *src)
 		msg_add(m, "%s", src);
 }
 
+/* PCRE2 calls this at every pattern item it tries (patterns are compiled with automatic
+ * callouts), backtracking included: a count of the work of every match of one validation,
+ * which PCRE2's own per-match limit is not (an array of strings each just under it would
+ * take as long as it likes).  Over the budget, the match stops with PCRE2_ERROR_CALLOUT. */
+static int pattern_step(pcre2_callout_block *b, void *data)
+{
+	struct vctx *cx = data;
+	(void)b;
+	return ++cx->pattern_steps > cx->pattern_budget ? PCRE2_ERROR_CALLOUT : 0;
+}
+
 /* Does s match re?  1 yes, 0 no; V_FAIL for a string that is not UTF-8 (PCRE2 runs in UTF
  * mode), V_ABORT when a limit stopped the match: a pattern that backtracks without end on
  * this value is the schema's fault, and must not read as "no match" (think of "not"). */
 static int match(struct vctx *cx, const pcre2_code *re, const char *src, const char *s)
 {
 	size_t len = strlen(s);
-	if (spend(cx, 16 + len / 64))
+	if (spend(cx, MATCH_STEPS + len / 64))
 		return V_ABORT;
-	if (!cx->md && !(cx->md = pcre2_match_data_create(1, NULL)))
-		return vabort(cx, "out of memory");
-	int rc = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, cx->md, cx->sc->mctx);
+	if (!cx->md) {
+		if (!(cx->md = pcre2_match_data_create(1, NULL)) ||
+		    !(cx->mctx = pcre2_match_context_copy(cx->sc->mctx)) ||
+		    pcre2_set_callout(cx->mctx, pattern_step, cx) != 0)
+			return vabort(cx, "out of memory");
+	}
+	int rc = pcre2_match(re, (PCRE2_SPTR)s, len, 0, 0, cx->md, cx->mctx);
 	if (rc >= 0)
 		return 1;
 	if (rc == PCRE2_ERROR_NOMATCH)
@@ -637,7 +660,8 @@ static int match(struct vctx *cx, const pcre2_code *re, const char *src, const c
 	msg_add(&m, "validation stopped: the pattern ");
 	msg_pattern(&m, src);
 	msg_add(&m, " needs too much backtracking on this value (%s)",
-	        rc == PCRE2_ERROR_MATCHLIMIT ? "match limit" : rc == PCRE2_ERROR_DEPTHLIMIT ? "depth limit"
+	        rc == PCRE2_ERROR_CALLOUT || rc == PCRE2_ERROR_MATCHLIMIT ? "match limit"
+	        : rc == PCRE2_ERROR_DEPTHLIMIT ? "depth limit"
 	        : rc == PCRE2_ERROR_HEAPLIMIT ? "heap limit" : "matching failed");
 	return V_ABORT;
 }
@@ -667,6 +691,8 @@ static int validate_string(struct vctx *cx, const struct node *n, const cJSON *v
 
 /* Run n on v as a trial (a branch of anyOf, oneOf, not, if, contains, propertyNames): the
  * reason for a mismatch goes to buf, not to the caller's message, and the path is restored.
+ * Only the outermost trials keep a reason; those nested in them run quiet (formatting the
+ * reasons of branches of branches, which no message shows, would cost more than validating).
  * An abort is no trial's verdict: it propagates, with the path where it happened. */
 static int trial(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth,
                  char *buf, size_t len)
@@ -674,9 +700,11 @@ static int trial(struct vctx *cx, const struct node *n, const cJSON *v, int vdep
 	char *err = cx->err;
 	size_t errlen = cx->errlen, mark = cx->path.len;
 	cx->err = buf;
-	cx->errlen = len;
+	cx->errlen = cx->trials ? 0 : len;
 	buf[0] = '\0';
+	cx->trials++;
 	int rc = validate(cx, n, v, vdepth);
+	cx->trials--;
 	cx->err = err;
 	cx->errlen = errlen;
 	if (rc == V_ABORT)
@@ -981,9 +1009,11 @@ static int validate_object(struct vctx *cx, const struct node *n, const cJSON *o
 	return 0;
 }
 
-/* Append "[i] reason" to an account of why branches failed. */
+/* Append "[i] reason" to an account of why branches failed (not inside a trial: no reasons). */
 static void note_branch(const struct vctx *cx, struct msg *acc, size_t i, const char *buf)
 {
+	if (cx->trials)
+		return;
 	msg_add(acc, "%s[%zu] %s", acc->len ? "; " : "", i, reason(cx, buf));
 }
 
@@ -998,7 +1028,7 @@ static int check_any(struct vctx *cx, const struct node *n, const cJSON *v, int 
 			return rc;
 		note_branch(cx, &acc, i, buf);
 	}
-	return vfail(cx, "must match at least one schema in anyOf: %s", text);
+	return vfail(cx, "must match at least one schema in anyOf%s%s", cx->trials ? "" : ": ", text);
 }
 
 static int check_one(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth)
@@ -1021,7 +1051,8 @@ static int check_one(struct vctx *cx, const struct node *n, const cJSON *v, int 
 		hit = i;
 	}
 	if (nhit == 0)
-		return vfail(cx, "must match exactly one schema in oneOf (matches none): %s", text);
+		return vfail(cx, "must match exactly one schema in oneOf (matches none)%s%s",
+		             cx->trials ? "" : ": ", text);
 	return 0;
 }
 
@@ -1172,16 +1203,38 @@ static int fill(struct vctx *cx, const struct node *n, cJSON *v, int vdepth)
 	return rc;
 }
 
-/* Fill in defaults, then validate; 0 or -1 (cx's message and path say why). */
+/* Add v's JSON nodes to *nodes and the bytes of its strings and keys to *bytes (cJSON's
+ * parser bounds the depth). */
+static void measure(const cJSON *v, unsigned long *nodes, unsigned long *bytes)
+{
+	*nodes += 1;
+	if (v->string)
+		*bytes += strlen(v->string);
+	if (cJSON_IsString(v))
+		*bytes += strlen(v->valuestring);
+	for (const cJSON *c = v->child; c; c = c->next)
+		measure(c, nodes, bytes);
+}
+
+/* Fill in defaults, then validate; 0 or -1 (cx's message and path say why).  Both budgets are
+ * a fixed allowance plus a share per node (steps) or per byte of text (pattern steps), so
+ * large values validate under simple schemas while the time any schema can take stays linear
+ * in the value's size. */
 static int apply_node(struct vctx *cx, const struct node *n, cJSON *value)
 {
+	unsigned long nodes = 0, bytes = 0;
+	measure(value, &nodes, &bytes);
+	cx->budget = SCHEMA_MAX_STEPS + SCHEMA_STEPS_PER_NODE * nodes;
+	cx->pattern_budget = PATTERN_STEPS + PATTERN_STEPS_PER_BYTE * bytes;
 	int rc = fill(cx, n, value, 0);
 	if (rc == 0) {
 		path_restore(&cx->path, 0);
 		rc = validate(cx, n, value, 0);
 	}
 	pcre2_match_data_free(cx->md);
+	pcre2_match_context_free(cx->mctx);
 	cx->md = NULL;
+	cx->mctx = NULL;
 	return rc ? -1 : 0;
 }
 
@@ -1442,7 +1495,8 @@ static int compile_re(struct cctx *cx, const cJSON *v, pcre2_code **out)
 	int code;
 	PCRE2_SIZE off;
 	*out = pcre2_compile((PCRE2_SPTR)v->valuestring, len,
-	                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C | PCRE2_ALT_BSUX,
+	                     PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C | PCRE2_ALT_BSUX |
+	                     PCRE2_AUTO_CALLOUT,
 	                     &code, &off, cc);
 	pcre2_compile_context_free(cc);
 	if (!*out) {
@@ -1451,7 +1505,6 @@ static int compile_re(struct cctx *cx, const cJSON *v, pcre2_code **out)
 			snprintf((char *)why, sizeof why, "error %d", code);
 		return cfail(cx, "invalid regular expression at offset %zu: %s", (size_t)off, (char *)why);
 	}
-	cx->sc->has_patterns = 1;
 	return 0;
 }
 
@@ -1916,8 +1969,6 @@ static pcre2_match_context *match_context(void)
 {
 	pcre2_match_context *m = pcre2_match_context_create(NULL);
 	if (m) {
-		pcre2_set_match_limit(m, PATTERN_MATCH_LIMIT);
-		pcre2_set_depth_limit(m, PATTERN_DEPTH_LIMIT);
 		pcre2_set_heap_limit(m, PATTERN_HEAP_KIB);
 	}
 	return m;

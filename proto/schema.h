@@ -14,9 +14,10 @@
  * so a tool never silently promises a constraint forkpoint does not enforce.
  *
  * pattern and patternProperties are PCRE2 regular expressions (UTF mode, "$" only at the
- * end as in ECMA-262), compiled once by schema_compile() and matched under a match, depth
- * and heap limit.  Validation has a step budget besides: a schema or value that would take
- * too long stops with a message saying so, which is a failure, never a pass. */
+ * end as in ECMA-262), compiled once by schema_compile().  One validation has a budget of
+ * steps and one of pattern steps (both a fixed allowance plus a share per node or byte of the
+ * value): a schema, pattern or value that would take too long stops with a message saying so,
+ * which is a failure, never a pass. */
 #ifndef FP_SCHEMA_H
 #define FP_SCHEMA_H
 

@@ -876,9 +876,9 @@ static void test_fanout(struct tally *t)
 	double t0 = check_now();
 	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
 	double took = check_now() - t0;
-	CHECKF(t, rc == -1 && strcmp(err, "x: validation stopped: it needs more than 1000000 steps (the schema "
-	       "fans out too much for this value)") == 0 && strcmp(field, "x") == 0, "fan-out: %d %s [%s]", rc, err, field);
-	CHECKF(t, took < (UNDER_ASAN ? 10.0 : 2.0), "fan-out took %.2f s", took);
+	CHECKF(t, rc == -1 && strcmp(err, "x: validation stopped: it takes too many steps (the schema fans out "
+	       "too much for this value)") == 0 && strcmp(field, "x") == 0, "fan-out: %d %s [%s]", rc, err, field);
+	CHECKF(t, took < (UNDER_ASAN ? 5.0 : 0.5), "fan-out took %.2f s", took);
 	/* the same under "not": running out is never a pass */
 	cJSON_Delete(v);
 	schema_free(sc);
