@@ -610,6 +610,34 @@ static void test_backtracking(struct tally *t)
 	double took = check_now() - t0;
 	CHECKF(t, took < (UNDER_ASAN ? 5.0 : 1.0), "backtracking took %.2f s", took);
 	valid(t, __LINE__, P("\"s\":{\"pattern\":\"^(a+)+$\"}"), "{\"s\":\"aaaa\"}", NULL);
+
+	/* Many strings that each backtrack a lot without reaching any one match's limit share one
+	 * budget: under "not" (each mismatch a pass) validation still stops, naming the item. */
+	size_t cap = 5000 * 20 + 16, len = 0;
+	char *many = malloc(cap);
+	len += (size_t)snprintf(many, cap, "[");
+	for (int i = 0; i < 5000; i++)
+		len += (size_t)snprintf(many + len, cap - len, "%s\"aaaaaaaaaaaaaa!\"", i ? "," : "");
+	snprintf(many + len, cap - len, "]");
+	struct schema *sc = compiled(__LINE__, "{\"items\":{\"not\":{\"pattern\":\"^(a+)+$\"}}}");
+	cJSON *v = parse(many);
+	char err[512], field[64];
+	t0 = check_now();
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	took = check_now() - t0;
+	CHECKF(t, rc == -1 && strstr(err, "]: validation stopped: the pattern ^(a+)+$ needs too much backtracking "
+	       "on this value (match limit)") && field[0] == '[', "many near-limit matches: %d %s", rc, err);
+	CHECKF(t, took < (UNDER_ASAN ? 10.0 : 2.0), "many near-limit matches took %.2f s", took);
+	cJSON_Delete(v);
+	schema_free(sc);
+	free(many);
+	/* a long string under a linear pattern is fine: the budget grows with the text */
+	char *lng = malloc(60016);
+	strcpy(lng, "{\"s\":\"");
+	memset(lng + 6, 'a', 60000);
+	strcpy(lng + 60006, "\"}");
+	valid(t, __LINE__, P("\"s\":{\"pattern\":\"^(?!.*b)(a|c)+$\"}"), lng, NULL);
+	free(lng);
 }
 
 static void test_composition(struct tally *t)
@@ -897,6 +925,19 @@ static void test_fanout(struct tally *t)
 	CHECKF(t, schema_apply(sc, v, err, sizeof err, field, sizeof field) == 0, "small anyOf: %s", err);
 	cJSON_Delete(v);
 	schema_free(sc);
+	/* a large value under a simple schema fits: the step budget grows with the value */
+	size_t bcap = 300000 * 8 + 16, blen = 0;
+	char *big = malloc(bcap);
+	blen += (size_t)snprintf(big, bcap, "[");
+	for (int i = 0; i < 300000; i++)
+		blen += (size_t)snprintf(big + blen, bcap - blen, "%s%d", i ? "," : "", i);
+	snprintf(big + blen, bcap - blen, "]");
+	sc = compiled(__LINE__, "{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"integer\",\"minimum\":0}}");
+	v = parse(big);
+	CHECKF(t, schema_apply(sc, v, err, sizeof err, field, sizeof field) == 0, "300000 items: %s", err);
+	cJSON_Delete(v);
+	schema_free(sc);
+	free(big);
 	/* too many subschemas */
 	size_t cap = 10001 * 12 + 64, len = 0;
 	char *wide = malloc(cap);
