@@ -837,6 +837,39 @@ static void test_refs(struct tally *t)
 	          "properties.a.$id: only the root schema may have an $id (embedded schema resources are not supported)");
 }
 
+/* What pydantic v2 and zod-to-json-schema export, unchanged. */
+static void test_exported(struct tally *t)
+{
+	const char *pyd = "{\"$defs\":{\"Color\":{\"enum\":[\"red\",\"green\"],\"title\":\"Color\",\"type\":\"string\"},"
+	    "\"Item\":{\"properties\":{\"name\":{\"title\":\"Name\",\"type\":\"string\"},\"price\":{\"anyOf\":"
+	    "[{\"type\":\"number\"},{\"type\":\"null\"}],\"default\":null,\"title\":\"Price\"}},\"required\":[\"name\"],"
+	    "\"title\":\"Item\",\"type\":\"object\"}},\"properties\":{\"color\":{\"$ref\":\"#/$defs/Color\"},"
+	    "\"items\":{\"items\":{\"$ref\":\"#/$defs/Item\"},\"title\":\"Items\",\"type\":\"array\"},"
+	    "\"note\":{\"anyOf\":[{\"maxLength\":10,\"type\":\"string\"},{\"type\":\"null\"}],\"default\":null,"
+	    "\"title\":\"Note\"},\"secret\":{\"format\":\"password\",\"type\":\"string\",\"writeOnly\":true},"
+	    "\"when\":{\"format\":\"date-time\",\"type\":\"string\"},\"wait\":{\"format\":\"duration\",\"type\":\"string\"}},"
+	    "\"required\":[\"color\",\"items\"],\"title\":\"Order\",\"type\":\"object\"}";
+	valid(t, __LINE__, pyd, "{\"color\":\"red\",\"items\":[{\"name\":\"a\"}],\"wait\":\"PT1H\"}",
+	      "{\"color\":\"red\",\"items\":[{\"name\":\"a\",\"price\":null}],\"wait\":\"PT1H\",\"note\":null}");
+	invalid(t, __LINE__, pyd, "{\"color\":\"blue\",\"items\":[]}", "color: must be one of \"red\", \"green\"", "color");
+	invalid(t, __LINE__, pyd, "{\"color\":\"red\",\"items\":[{\"name\":\"a\",\"price\":\"1\"}]}",
+	        "items[0].price: must match at least one schema in anyOf: [0] must be a number; [1] must be null",
+	        "items[0].price");
+	const char *zod = "{\"type\":\"object\",\"properties\":{\"email\":{\"type\":\"string\",\"format\":\"email\","
+	    "\"pattern\":\"^(?!\\\\.)(?!.*\\\\.\\\\.)([A-Za-z0-9_'+\\\\-\\\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\\\-]*\\\\.)+[A-Za-z]{2,}$\"},"
+	    "\"age\":{\"type\":\"integer\",\"exclusiveMinimum\":0},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+	    "\"minItems\":1},\"alias\":{\"$ref\":\"#/properties/email\"},\"kind\":{\"type\":[\"string\",\"null\"]}},"
+	    "\"required\":[\"email\"],\"additionalProperties\":false,\"$schema\":\"http://json-schema.org/draft-07/schema#\"}";
+	valid(t, __LINE__, zod, "{\"email\":\"ada@example.org\",\"alias\":\"a.b@example.org\",\"tags\":[\"x\"],\"kind\":null}", NULL);
+	/* the pattern is checked before the format; a long pattern is shortened in the message */
+	invalid(t, __LINE__, zod, "{\"email\":\"ada@example.org\",\"alias\":\".a@example.org\"}",
+	        "alias: must match the pattern ^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-...",
+	        "alias");
+	invalid(t, __LINE__, zod, "{\"email\":\"ada@localhost\"}", "email: must match the pattern "
+	        "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-...", "email");
+	invalid(t, __LINE__, zod, "{\"email\":\"ada@example.org\",\"age\":0}", "age: must be > 0 (got 0)", "age");
+}
+
 /* A recursive tree schema works; a cycle that never descends into the value is refused. */
 static void test_cycles(struct tally *t)
 {
@@ -1030,6 +1063,7 @@ int main(void)
 	test_array_keywords(&t);
 	test_object_keywords(&t);
 	test_refs(&t);
+	test_exported(&t);
 	test_cycles(&t);
 	test_fanout(&t);
 	test_defaults_composed(&t);
