@@ -28,6 +28,14 @@ static int has_nul_escape(const char *s, size_t len)
 	return 0;
 }
 
+/* A numeric id is taken when it is a whole number in int64's range, [-2^63, 2^63).  The range
+ * is checked first: converting a double outside it (1e300, infinity) to an integer is
+ * undefined behaviour, and a client controls every digit of the id. */
+static int id_integral(double d)
+{
+	return d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == (double)(long long)d;
+}
+
 void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 {
 	memset(m, 0, sizeof *m);
@@ -67,8 +75,7 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 		return;
 	}
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
-	int id_ok = id && (cJSON_IsString(id) || (cJSON_IsNumber(id) &&
-	            id->valuedouble == (double)(long long)id->valuedouble));
+	int id_ok = id && (cJSON_IsString(id) || (cJSON_IsNumber(id) && id_integral(id->valuedouble)));
 	if (id_ok)
 		m->id = id;
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "jsonrpc");

@@ -35,6 +35,19 @@ static void test_parse(struct tally *t)
 	PARSE("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
 	      "Invalid Request: id must be a string or an integer");
+	/* Whole numbers past int64 (and the exponent forms of them) are refused, not converted:
+	 * a cast of a double outside the range is undefined behaviour. */
+	PARSE("{\"id\":6e66}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":6e66,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-1e300,\"result\":{}}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":9223372036854775808,\"method\":\"x\"}", RPC_INVALID,
+	      RPC_INVALID_REQUEST, "Invalid Request: id must be a string or an integer");   /* 2^63 */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1e400,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");   /* overflows to infinity */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775808,\"method\":\"x\"}", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1e18,\"method\":\"x\"}", RPC_REQUEST, 0, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[]}", RPC_INVALID,
 	      RPC_INVALID_PARAMS, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
