@@ -7,13 +7,32 @@
 // so a task created by one request could never be seen by the next (and forkpoint keeps one
 // process per state dir).  The conformance suite's stateless client sends every request as
 // its own POST; here they all reach the same forkpoint, which answers them on one stdio
-// connection.  Request ids are rewritten so requests from different clients cannot collide.
+// connection.  Request ids are rewritten ("bridge-N") so requests from different clients
+// cannot collide, and rewritten back in the response.
 //
-// Only requests that carry _meta["io.modelcontextprotocol/protocolVersion"] are relayed:
-// initialize-based sessions go through supergateway --stateful instead.  The bridge checks
-// nothing at the HTTP layer (no Mcp-Method / Mcp-Name header validation): it is a test
-// harness, not a transport forkpoint ships.  Server-to-client notifications (progress) are
-// dropped, as a plain JSON response has nowhere to put them.
+// What is relayed, and how:
+// - A request answers as plain JSON when forkpoint sends nothing else for it first.  When the
+//   client accepts text/event-stream and forkpoint writes a notification or a request for it
+//   before the response, the answer becomes an SSE stream: those messages, then the response,
+//   then the end of the stream (the streamable HTTP transport's POST response stream).
+// - Server-to-client notifications are routed by what they carry: a progressToken to the open
+//   request that sent that token; anything else (notifications/message, …) to every open
+//   stream-capable request, since a stdio server has no other way to say which request a
+//   message belongs to.  Nothing is dropped while a request is open; a notification with no
+//   open request to go to is logged (--verbose) and dropped.
+// - Server-to-client requests (a 2026-07-28 server must not send any; the suite checks that)
+//   go the same way as unroutable notifications, ids unchanged; the client's JSON-RPC
+//   response to one (a POST without a method) is relayed to forkpoint as it is.
+// - Client-to-server notifications are relayed; notifications/cancelled gets the relayed id of
+//   the request it names (the newest open one with that client id).
+// - A client that goes away before the answer cancels its request (notifications/cancelled).
+//
+// The HTTP layer: requests without _meta["io.modelcontextprotocol/protocolVersion"] are
+// refused here with -32602 and HTTP 400, as a stateless HTTP endpoint must: forkpoint is a
+// dual-era stdio server and would take them for an initialize-based session (those go through
+// supergateway --stateful instead).  JSON-RPC errors get the HTTP status the 2026-07-28
+// transport gives them.  MCP-Protocol-Version / Mcp-Method / Mcp-Name headers are not checked
+// (a test harness, not a transport forkpoint ships).
 import http from 'node:http';
 import { spawn } from 'node:child_process';
 import readline from 'node:readline';
@@ -30,16 +49,23 @@ const port = Number(opts[opts.indexOf('--port') + 1]);
 const verbose = opts.includes('--verbose');
 const log = (...a) => { if (verbose) process.stderr.write(`bridge: ${a.join(' ')}\n`); };
 
+const PV = 'io.modelcontextprotocol/protocolVersion';
+const CC = 'io.modelcontextprotocol/clientCapabilities';
 const child = spawn(cmd, cmdArgs, { stdio: ['pipe', 'pipe', 'inherit'] });
-const waiting = new Map();   // relayed id -> { res, id }
+// relayed id -> { res, id, token, sse, metaBad }; in insertion (= arrival) order
+const waiting = new Map();
 let nextId = 1;
 let stopping = false;
 
-// The HTTP status a stateless server gives each JSON-RPC error (SEP-2575 / SEP-2243).
-function httpStatus(msg) {
+// The HTTP status a stateless server gives each JSON-RPC error (SEP-2575 / SEP-2243): 404 for
+// an unknown method, 400 for header/version/capability errors and for a request whose
+// required _meta is missing (metaBad), else 200.
+function httpStatus(msg, metaBad) {
 	const code = msg.error?.code;
+	if (code === undefined) return 200;
 	if (code === -32601) return 404;
 	if (code === -32020 || code === -32021 || code === -32022) return 400;
+	if (code === -32602 && metaBad) return 400;
 	return 200;
 }
 
@@ -49,7 +75,25 @@ function send(res, status, body) {
 	res.end(JSON.stringify(body));
 }
 
-readline.createInterface({ input: child.stdout }).on('line', (line) => {
+// One message on a request's SSE stream, opening the stream on first use.
+function sseWrite(w, msg) {
+	if (w.res.writableEnded) return;
+	if (!w.res.headersSent)
+		w.res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+	w.res.write(`event: message\ndata: ${JSON.stringify(msg)}\n\n`);
+}
+
+// Where a server-to-client notification or request goes: the open requests it belongs to.
+function targets(msg) {
+	const token = msg.params?.progressToken;
+	if (msg.method === 'notifications/progress' && token !== undefined) {
+		const key = JSON.stringify(token);
+		return [...waiting.values()].filter((w) => w.token === key);
+	}
+	return [...waiting.values()].filter((w) => w.sse);
+}
+
+function fromServer(line) {
 	let msg;
 	try {
 		msg = JSON.parse(line);
@@ -57,19 +101,40 @@ readline.createInterface({ input: child.stdout }).on('line', (line) => {
 		process.stderr.write(`bridge: forkpoint wrote a line that is not JSON: ${line.slice(0, 200)}\n`);
 		return;
 	}
-	const w = 'id' in msg && !('method' in msg) ? waiting.get(msg.id) : undefined;
+	if (typeof msg?.method === 'string') {
+		const to = targets(msg).filter((w) => w.sse);
+		log(to.length ? `=> ${to.length}` : 'dropped (no open request for it)', line.slice(0, 300));
+		for (const w of to) sseWrite(w, msg);
+		return;
+	}
+	const w = waiting.get(msg?.id);
 	if (!w) {
-		log('dropped', line.slice(0, 300));
+		log('dropped (answers no open request)', line.slice(0, 300));
 		return;
 	}
 	waiting.delete(msg.id);
 	log('<-', line.slice(0, 300));
-	send(w.res, httpStatus(msg), { ...msg, id: w.id });
-});
+	const out = { ...msg, id: w.id };
+	if (w.res.headersSent) {
+		sseWrite(w, out);
+		w.res.end();
+	} else {
+		send(w.res, httpStatus(msg, w.metaBad), out);
+	}
+}
+
+readline.createInterface({ input: child.stdout }).on('line', fromServer);
 
 child.on('exit', (code, signal) => {
-	for (const w of waiting.values())
-		send(w.res, 502, { jsonrpc: '2.0', id: w.id, error: { code: -32603, message: 'forkpoint exited' } });
+	for (const w of waiting.values()) {
+		const err = { jsonrpc: '2.0', id: w.id, error: { code: -32603, message: 'forkpoint exited' } };
+		if (w.res.headersSent) {
+			sseWrite(w, err);
+			w.res.end();
+		} else {
+			send(w.res, 502, err);
+		}
+	}
 	waiting.clear();
 	if (!stopping) {
 		process.stderr.write(`bridge: forkpoint exited (code ${code}, signal ${signal})\n`);
@@ -77,6 +142,47 @@ child.on('exit', (code, signal) => {
 	}
 	process.exit(0);
 });
+
+function toServer(msg) {
+	const line = JSON.stringify(msg);
+	log('->', line.slice(0, 300));
+	child.stdin.write(`${line}\n`);
+}
+
+// A notification or a JSON-RPC response from the client: relayed, 202.
+function relayOneWay(msg, res) {
+	if (msg.method === 'notifications/cancelled' && msg.params && 'requestId' in msg.params) {
+		const rid = [...waiting].reverse().find(([, w]) => w.id === msg.params.requestId)?.[0];
+		if (rid !== undefined) msg = { ...msg, params: { ...msg.params, requestId: rid } };
+	}
+	toServer(msg);
+	res.writeHead(202).end();
+}
+
+function relayRequest(req, msg, res) {
+	const meta = msg.params?._meta;
+	if (meta?.[PV] === undefined) {
+		send(res, 400, {
+			jsonrpc: '2.0', id: msg.id,
+			error: { code: -32602, message: `Invalid params: _meta["${PV}"] is required on this stateless endpoint` },
+		});
+		return;
+	}
+	const rid = `bridge-${nextId++}`;
+	const token = meta.progressToken;
+	waiting.set(rid, {
+		res, id: msg.id,
+		token: token === undefined ? undefined : JSON.stringify(token),
+		sse: /text\/event-stream/.test(req.headers.accept ?? ''),
+		metaBad: typeof meta[CC] !== 'object' || meta[CC] === null,
+	});
+	// A client that gives up is a cancelled request for forkpoint.
+	res.on('close', () => {
+		if (waiting.delete(rid))
+			toServer({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: rid } });
+	});
+	toServer({ ...msg, id: rid });
+}
 
 const server = http.createServer((req, res) => {
 	if (req.method !== 'POST') {
@@ -93,32 +199,14 @@ const server = http.createServer((req, res) => {
 			send(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
 			return;
 		}
-		if (!msg || typeof msg !== 'object' || Array.isArray(msg) || typeof msg.method !== 'string') {
+		const isObj = msg && typeof msg === 'object' && !Array.isArray(msg);
+		const isResponse = isObj && !('method' in msg) && 'id' in msg && ('result' in msg || 'error' in msg);
+		if (!isObj || (!isResponse && typeof msg.method !== 'string')) {
 			send(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32600, message: 'Invalid Request' } });
 			return;
 		}
-		if (!('id' in msg)) {
-			child.stdin.write(`${JSON.stringify(msg)}\n`);
-			res.writeHead(202).end();
-			return;
-		}
-		if (msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'] === undefined) {
-			send(res, 400, {
-				jsonrpc: '2.0', id: msg.id,
-				error: { code: -32600, message: 'This bridge relays only 2026-07-28 requests (with _meta protocolVersion)' },
-			});
-			return;
-		}
-		const rid = `bridge-${nextId++}`;
-		waiting.set(rid, { res, id: msg.id });
-		// A client that gives up is a cancelled request for forkpoint.
-		res.on('close', () => {
-			if (waiting.delete(rid))
-				child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: rid } })}\n`);
-		});
-		const line = JSON.stringify({ ...msg, id: rid });
-		log('->', line.slice(0, 300));
-		child.stdin.write(`${line}\n`);
+		if (isResponse || !('id' in msg)) relayOneWay(msg, res);
+		else relayRequest(req, msg, res);
 	});
 });
 

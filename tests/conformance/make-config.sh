@@ -68,6 +68,24 @@ echo ,
 tool test_tool_with_task auto "Asks for the user's name, then works for 4 s before greeting. Runs only as a task." "" "" \
 	"\"$dir/asking\", \"name\", \"4\"" ', "waitSeconds": 2, "taskSupport": "required"'
 echo ,
+# The 2026-07-28 input-required (SEP-2322) scenarios: a job's question is an elicitation.
+tool test_input_required_result_elicitation sync "Asks for the user's name, then greets it." "" "" \
+	"\"$dir/asking\", \"name\""
+echo ,
+tool test_input_required_result_request_state sync "Asks for a confirmation, then reports it." "" "" \
+	"\"$dir/asking\", \"state\""
+echo ,
+tool test_input_required_result_multi_round sync "Asks for a name, then for a colour, then reports both." "" "" \
+	"\"$dir/asking\", \"steps\""
+echo ,
+tool test_input_required_result_tampered_state sync "Asks for the user's name, then greets it." "" "" \
+	"\"$dir/asking\", \"name\""
+echo ,
+# server-stateless's diagnostic tools.
+tool test_streaming_elicitation sync "Asks for the user's name, then greets it." "" "" "\"$dir/asking\", \"name\""
+echo ,
+tool test_logging_tool sync "Writes three info log lines, about 0.15 s in all." "" "" "\"$dir/timed\", \"logging\""
+echo ,
 # The json-schema-2020-12 scenario's schema, as the scenario gives it: $defs with an $anchor,
 # $ref, allOf/anyOf, if/then/else, additionalProperties.
 cat <<TOOL
