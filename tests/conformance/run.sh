@@ -41,6 +41,15 @@ node=$here/node_modules/.bin/node
 stable=$here/node_modules/@modelcontextprotocol/conformance/dist/index.js
 next=$here/node_modules/conformance-next/dist/index.js
 
+# ---- the harness itself (bridge.mjs, util.mjs report), against a stand-in server -------------
+hlog=$(mktemp "${TMPDIR:-/tmp}/forkpoint-conformance-harness.XXXXXX") || die "mktemp failed"
+if ! "$node" --test "$here/harness.test.mjs" >"$hlog" 2>&1; then
+	cat "$hlog" >&2
+	rm -f "$hlog"
+	die "the harness's own tests failed (tests/conformance/harness.test.mjs)"
+fi
+rm -f "$hlog"
+
 # ---- forkpoint and the fixture jobs ------------------------------------------------------------
 if [ ! -x "$build/forkpoint" ] || [ ! -x "$build/conformance/content" ] ||
    [ ! -x "$build/conformance/timed" ] || [ ! -x "$build/conformance/asking" ]; then
