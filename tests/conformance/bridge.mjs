@@ -18,8 +18,8 @@
 // - Server-to-client notifications are routed by what they carry: a progressToken to the open
 //   request that sent that token; anything else (notifications/message, …) to every open
 //   stream-capable request, since a stdio server has no other way to say which request a
-//   message belongs to.  Nothing is dropped while a request is open; a notification with no
-//   open request to go to is logged (--verbose) and dropped.
+//   message belongs to.  A message with no open stream-capable request to go to (none open,
+//   or the client accepts only application/json) is logged (--verbose) and dropped.
 // - Server-to-client requests (a 2026-07-28 server must not send any; the suite checks that)
 //   go the same way as unroutable notifications, ids unchanged; the client's JSON-RPC
 //   response to one (a POST without a method) is relayed to forkpoint as it is.
