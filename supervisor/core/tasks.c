@@ -15,6 +15,7 @@
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/core/task_apply.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 
@@ -274,7 +275,7 @@ static void end_jobs(struct tasks *ts)
 			done = 1;
 		}
 	}
-	if (done && ts->sv->persist && persist_commit(ts->sv->persist) < 0)
+	if (done && persist_commit(ts->sv->persist) < 0)
 		fplog(&ts->sv->log, FPLOG_ERROR, NULL, "could not store the results of jobs ended at shutdown");
 }
 
@@ -330,9 +331,48 @@ int tasks_queue_position(struct tasks *ts, const struct task *t)
 
 /* ---- transitions ---------------------------------------------------------------- */
 
-static void touch(struct task *t)
+/* A record about t with its id and the time of the change; the caller fills the rest. */
+static void rec_init(struct store_rec *r, enum store_rec_type type, const struct task *t)
 {
-	t->updated_ms = loop_wall_ms();
+	memset(r, 0, sizeof *r);
+	r->type = type;
+	memcpy(r->task_id, t->id, sizeof r->task_id);
+	r->at = loop_wall_ms();
+}
+
+/* Apply a record the live path built: it cannot be malformed, so a failure is out of memory,
+ * logged (the task keeps what task_apply managed to set). */
+static int apply_live(struct tasks *ts, struct task *t, const struct store_rec *r)
+{
+	char err[256];
+	int rc = task_apply(t, r, err, sizeof err);
+	if (rc < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "%s", err);
+	return rc;
+}
+
+/* The live path of every promise: the record goes to the store first, and only once it is
+ * appended does the task change (task_apply, as replay will).  0, or the append's -errno and
+ * nothing changed. */
+static int change(struct tasks *ts, struct task *t, const struct store_rec *r)
+{
+	int rc = persist_record(ts->sv->persist, t, r);
+	return rc < 0 ? rc : apply_live(ts, t, r);
+}
+
+/* New progress (msg NULL: the current one), which is not a promise: applied now, journaled
+ * with the next batch. */
+static void set_progress(struct tasks *ts, struct task *t, const char *msg, double fraction, int journal)
+{
+	struct store_rec r;
+	rec_init(&r, STORE_REC_PROGRESS, t);
+	r.u.progress.msg = msg ? msg : t->progress_msg;
+	r.u.progress.fraction = fraction;
+	r.u.progress.has_fraction = 1;
+	apply_live(ts, t, &r);
+	t->progress_seq++;
+	if (journal)
+		persist_progress(ts->sv->persist, t);
 }
 
 /* A large result still waiting for its blob is dropped once the task ends another way
@@ -348,7 +388,34 @@ static void drop_pending_result(struct tasks *ts, struct task *t)
 	t->result_pending_len = 0;
 }
 
-/* The single place a task enters a terminal state. */
+/* The FINISH record of an outcome: status, result (printed; a large one goes to a blob now, a
+ * NULL one is the blob already stored for t, if any), error and artifacts as JSON text, kept
+ * in texts[] for the caller to free.  0, or -errno when a value could not be printed or
+ * stored: the record then carries what could be (an inline result, or none). */
+static int finish_rec(struct tasks *ts, struct task *t, enum task_status st, const cJSON *result,
+                      int is_mcp, const cJSON *error, const cJSON *artifacts, struct store_rec *r,
+                      char *texts[3], char hex[65])
+{
+	rec_init(r, STORE_REC_FINISH, t);
+	r->u.finish.status = task_status_name(st);
+	r->u.finish.expires = r->at + (int64_t)((t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
+	int rc = persist_result_rec(ts->sv->persist, result, t, &texts[0], hex, &r->u.finish.result);
+	if (rc < 0 && texts[0]) {
+		memset(&r->u.finish.result, 0, sizeof r->u.finish.result);
+		r->u.finish.result.text = texts[0];   /* kept in memory at least */
+	}
+	r->u.finish.result.mcp = is_mcp;
+	int rc2 = task_json_text(error, &texts[1]);
+	if (rc2 == 0)
+		rc2 = task_json_text(artifacts, &texts[2]);
+	r->u.finish.error = texts[1];
+	r->u.finish.artifacts = texts[2];
+	return rc < 0 ? rc : rc2;
+}
+
+/* The single place a task enters a terminal state.  The outcome is applied even when its
+ * record cannot be stored (the job is gone; the task must end): that is logged, and while
+ * commits fail nothing that depends on it is answered. */
 static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON *result,
                    int is_mcp, cJSON *error)
 {
@@ -358,22 +425,30 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 		return;
 	}
 	drop_pending_result(ts, t);
-	t->status = st;
-	t->result = result;
-	t->result_is_mcp = is_mcp;
-	t->error = error;
-	task_clear_question(t);
+	cJSON *artifacts = NULL;
 	if (st == TASK_COMPLETED && ts->sv->transfers) {
 		/* Files the job left in outputs/ become the task's artifacts, listed with its result. */
 		char work[4200];
 		snprintf(work, sizeof work, "%s/tasks/%s/work", ts->sv->state_dir, t->id);
-		cJSON_Delete(t->artifacts);
-		t->artifacts = transfer_collect_artifacts(ts->sv->transfers, t, work);
+		artifacts = transfer_collect_artifacts(ts->sv->transfers, t, work);
 	}
-	touch(t);
-	t->finished_ms = t->updated_ms;
-	t->expires_ms = t->finished_ms + (int64_t)((t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
-	t->was_running = 0;
+	struct store_rec r;
+	char *texts[3] = { NULL, NULL, NULL }, hex[65] = "", old_ckpt[65];
+	memcpy(old_ckpt, t->checkpoint_blob, sizeof old_ckpt);
+	int rc = finish_rec(ts, t, st, result, is_mcp, error, st == TASK_COMPLETED ? artifacts : t->artifacts,
+	                    &r, texts, hex);
+	if (rc == 0)
+		rc = persist_record(ts->sv->persist, t, &r);
+	apply_live(ts, t, &r);
+	/* A finished task never resumes: its checkpoint blob goes once the outcome is durable. */
+	if (rc == 0 && old_ckpt[0])
+		persist_release_blob(ts->sv->persist, old_ckpt);
+	for (int i = 0; i < 3; i++)
+		free(texts[i]);
+	cJSON_Delete(result);
+	cJSON_Delete(artifacts);
+	if (rc < 0)
+		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "could not store the outcome durably");
 	if (t->timeout_timer) {
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 		t->timeout_timer = NULL;
@@ -382,11 +457,10 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 		loop_timer_cancel(ts->sv->loop, t->retry_timer);
 		t->retry_timer = NULL;
 	}
-	if (ts->sv->persist && persist_finished(ts->sv->persist, t) < 0)
-		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "could not store the outcome durably");
 	fplog(&ts->sv->log, st == TASK_COMPLETED ? FPLOG_INFO : FPLOG_NOTICE, t->id, "%s%s%s",
 	      task_status_name(st), error ? ": " : "",
 	      error ? cJSON_GetStringValue(cJSON_GetObjectItem(error, "message")) : "");
+	cJSON_Delete(error);
 	notify(ts, t, TASK_EV_STATUS);
 }
 
@@ -439,7 +513,10 @@ static int send_frame(struct task *t, msgpack_sbuffer *sb)
 	return rc;
 }
 
-void tasks_release(struct tasks *ts)
+static size_t start_next(struct tasks *ts);
+
+/* Send the frames held for jobs (the commit they waited for has succeeded). */
+static void release_held(struct tasks *ts)
 {
 	struct task *t = ts->held;
 	ts->held = NULL;
@@ -454,6 +531,17 @@ void tasks_release(struct tasks *ts)
 		t->on_held = 0;
 		t = n;
 	}
+}
+
+/* Why a second commit here: the tasks whose records have just become durable may start now,
+ * and each start appends its START record and holds its start frame; committing at once lets
+ * those frames go out in this turn instead of waiting for the next event to wake the loop.  If
+ * that commit fails, the frames stay held and the next turn's commit retries it. */
+void tasks_release(struct tasks *ts)
+{
+	release_held(ts);
+	if (start_next(ts) > 0 && persist_commit(ts->sv->persist) == 0)
+		release_held(ts);
 }
 
 static int send_start(struct task *t)
@@ -550,6 +638,7 @@ static int clean_str(const char *s, size_t n)
 static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
 	const char *msg;
+	char *d = NULL;
 	size_t len;
 	double f;
 	int rc = frame_get_str(m, "message", &msg, &len);
@@ -564,23 +653,19 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 			while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
 				len--;
 		}
-		char *d = dup_str(msg, len);
-		if (d) {
-			free(t->progress_msg);
-			t->progress_msg = d;
-		}
+		d = dup_str(msg, len);
 	}
 	rc = frame_get_double(m, "fraction", &f);
 	if (rc == -EINVAL) {
+		free(d);
 		*why = "protocol violation: progress.fraction must be a number";
 		return -1;
 	}
+	double fraction = t->fraction;
 	if (rc == 0 && isfinite(f))
-		t->fraction = f < 0 ? 0 : f > 1 ? 1 : f;
-	t->progress_seq++;
-	touch(t);
-	if (ts->sv->persist)
-		persist_progress(ts->sv->persist, t);
+		fraction = f < 0 ? 0 : f > 1 ? 1 : f;
+	set_progress(ts, t, d, fraction, 1);
+	free(d);
 	notify(ts, t, TASK_EV_PROGRESS);
 	return 0;
 }
@@ -605,6 +690,32 @@ static size_t args_packed_len(struct task *t)
 		msgpack_sbuffer_destroy(&sb);
 	}
 	return t->args_packed_len - 1;
+}
+
+/* A checkpoint is a promise to the job: stored (a large one as a blob, durably, first), then
+ * recorded, then applied; the blob it replaces goes after the commit.  0 or -errno (-EDQUOT
+ * over the state dir's budget), nothing changed on failure. */
+static int record_checkpoint(struct tasks *ts, struct task *t, const void *data, size_t len, int64_t seq)
+{
+	struct store_rec r;
+	char hex[65] = "", old[65];
+	memcpy(old, t->checkpoint_blob, sizeof old);
+	if (len > PERSIST_INLINE_CHECKPOINT) {
+		int rc = persist_blob_put(ts->sv->persist, data, len, hex);
+		if (rc < 0)
+			return rc;
+	}
+	rec_init(&r, STORE_REC_CHECKPOINT, t);
+	r.u.checkpoint.seq = seq;
+	r.u.checkpoint.ckpt.data = data;
+	r.u.checkpoint.ckpt.len = len;
+	r.u.checkpoint.ckpt.has_data = 1;
+	r.u.checkpoint.ckpt.blob = hex[0] ? hex : NULL;
+	int rc = change(ts, t, &r);
+	/* Only a record in the batch can supersede the old one. */
+	if (rc == 0 && old[0] && strcmp(old, hex) != 0)
+		persist_release_blob(ts->sv->persist, old);
+	return rc;
 }
 
 static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
@@ -638,35 +749,22 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
 	}
-	void *copy = malloc(len ? len : 1);
-	if (!copy) {
-		*why = "out of memory storing a checkpoint";
-		return -1;
+	int rc = record_checkpoint(ts, t, data, len, seq);
+	if (rc == -EDQUOT) {
+		char msg[200];
+		long mb = ts->sv->cfg->server.state_max_mb;
+		snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
+		         "disk budget (stateDirMaxMB %ld).", len, mb);
+		fail_limit(ts, t, msg, "stateDirMaxMB", mb);
+		return 0;
 	}
-	memcpy(copy, data, len);
-	free(t->checkpoint);
-	t->checkpoint = copy;
-	t->checkpoint_len = len;
-	t->checkpoint_seq = seq;
-	touch(t);
-	if (ts->sv->persist) {
-		int rc = persist_checkpoint(ts->sv->persist, t);
-		if (rc == -EDQUOT) {
-			char msg[200];
-			long mb = ts->sv->cfg->server.state_max_mb;
-			snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
-			         "disk budget (stateDirMaxMB %ld).", len, mb);
-			fail_limit(ts, t, msg, "stateDirMaxMB", mb);
-			return 0;
-		}
-		if (rc < 0) {
-			/* Never tell the job a checkpoint is safe when it is not. */
-			char msg[200];
-			snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
-			fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
-			job_kill(t->job, NULL);
-			return 0;
-		}
+	if (rc < 0) {
+		/* Never tell the job a checkpoint is safe when it is not. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
+		fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
+		job_kill(t->job, NULL);
+		return 0;
 	}
 	send_checkpointed(t, seq);
 	return 0;
@@ -728,18 +826,23 @@ static int on_ask(struct tasks *ts, struct task *t, const msgpack_object *m, con
 		cJSON_Delete(choices);
 		return 0;
 	}
-	task_clear_question(t);
-	t->question_id = qid;
-	t->question_prompt = dup_str(prompt, plen);
-	t->question_choices = choices;
-	t->status = TASK_INPUT_REQUIRED;
-	touch(t);
-	int rc = ts->sv->persist ? persist_asked(ts->sv->persist, t) : 0;
+	struct store_rec r;
+	char *ptext = dup_str(prompt, plen), *ctext = NULL;
+	rec_init(&r, STORE_REC_ASK, t);
+	r.u.ask.qid = qid;
+	r.u.ask.prompt = ptext;
+	int rc = ptext ? task_json_text(choices, &ctext) : -ENOMEM;
+	r.u.ask.choices = ctext;
+	if (rc == 0)
+		rc = change(ts, t, &r);
+	free(qid);
+	free(ptext);
+	free(ctext);
+	cJSON_Delete(choices);
 	if (rc < 0) {
 		/* A question nobody could answer durably: end the attempt rather than wait on it. */
 		char msg[200];
 		snprintf(msg, sizeof msg, "The job's question could not be recorded: %s.", strerror(-rc));
-		t->status = TASK_WORKING;
 		fail(ts, t, "internal_error", msg, 1, "The server's storage failed; retry the call later.");
 		job_kill(t->job, NULL);
 		return 0;
@@ -803,10 +906,8 @@ static void complete(struct tasks *ts, struct task *t, cJSON *r, int is_mcp)
 	t->pending_result = r;
 	t->pending_result_mcp = is_mcp;
 	t->result_held = 1;
-	free(t->progress_msg);
-	t->progress_msg = strdup("The job has sent its result; the task completes once the job has exited.");
-	t->progress_seq++;
-	touch(t);
+	set_progress(ts, t, "The job has sent its result; the task completes once the job has exited.",
+	             t->fraction, 0);
 	notify(ts, t, TASK_EV_PROGRESS);
 }
 
@@ -849,7 +950,7 @@ static int clean_mcp_text(struct task *t, char **text, size_t *len, char *why, s
 static void store_result(struct tasks *ts, struct task *t)
 {
 	struct persist *p = ts->sv->persist;
-	int rc = p ? persist_store_result(p, t, t->result_pending, t->result_pending_len) : 0;
+	int rc = persist_store_result(p, t, t->result_pending, t->result_pending_len);
 	if (rc == -EDQUOT) {
 		char msg[200];
 		long mb = ts->sv->cfg->server.state_max_mb;
@@ -864,12 +965,8 @@ static void store_result(struct tasks *ts, struct task *t)
 		char msg[300];
 		snprintf(msg, sizeof msg, "The job's result (%zu bytes) could not be stored yet (%s); "
 		         "retrying in %lld s.", t->result_pending_len, strerror(-rc), (long long)(delay / 1000));
-		free(t->progress_msg);
-		t->progress_msg = strdup(msg);
 		fplog(&ts->sv->log, FPLOG_WARNING, t->id, "%s", msg);
-		touch(t);
-		if (p)
-			persist_progress(p, t);
+		set_progress(ts, t, msg, t->fraction, 1);
 		t->store_timer = loop_timer_in(ts->sv->loop, delay, on_store_timer, t);
 		if (!t->store_timer) {
 			fail(ts, t, "internal_error", "Out of memory while the job's result waited to be stored.", 1,
@@ -879,12 +976,7 @@ static void store_result(struct tasks *ts, struct task *t)
 		notify(ts, t, TASK_EV_PROGRESS);
 		return;
 	}
-	cJSON *r = NULL;
-	if (!p && !(r = cJSON_ParseWithLength(t->result_pending, t->result_pending_len))) {
-		fail(ts, t, "internal_error", "Out of memory holding the job's result.", 1, "Call the tool again later.");
-		return;
-	}
-	complete(ts, t, r, t->result_pending_mcp);
+	complete(ts, t, NULL, t->result_pending_mcp);
 }
 
 static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
@@ -1084,8 +1176,6 @@ static void dequeue(struct tasks *ts, struct task *t)
 	t->queued = 0;
 }
 
-static void start_next(struct tasks *ts);
-
 static void enqueue(struct tasks *ts, struct task *t);
 
 static void on_retry_timer(struct loop *l, void *arg)
@@ -1118,19 +1208,23 @@ static int try_retry(struct tasks *ts, struct task *t, cJSON *why)
 		cJSON_Delete(why);
 		return 0;
 	}
-	t->retries_used++;
-	int64_t delay = 1000LL << (t->retries_used - 1 > 6 ? 6 : t->retries_used - 1);
-	t->not_before = loop_wall_ms() + delay;
+	int retries = t->retries_used + 1;
+	int64_t delay = 1000LL << (retries - 1 > 6 ? 6 : retries - 1);
 	char msg[600];
 	snprintf(msg, sizeof msg, "Attempt %d failed (%s); retrying from the last checkpoint in %lld s.",
 	         t->attempt, cJSON_GetStringValue(cJSON_GetObjectItem(why, "message")), (long long)(delay / 1000));
-	free(t->progress_msg);
-	t->progress_msg = strdup(msg);
 	cJSON_Delete(why);
-	touch(t);
-	if (ts->sv->persist && persist_retry(ts->sv->persist, t) < 0)
+	struct store_rec r;
+	rec_init(&r, STORE_REC_RETRY, t);
+	r.u.retry.retries = retries;
+	r.u.retry.not_before = r.at + delay;
+	r.u.retry.msg = msg;
+	/* Not refused when it cannot be recorded: the job is gone and the retry is the only way
+	 * on; a restart then resumes the task as interrupted. */
+	if (persist_record(ts->sv->persist, t, &r) < 0)
 		fplog(&ts->sv->log, FPLOG_ERROR, t->id, "the retry could not be recorded; after a restart "
 		      "the task resumes as interrupted");
+	apply_live(ts, t, &r);
 	fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "%s", msg);
 	schedule(ts, t);
 	notify(ts, t, TASK_EV_PROGRESS);
@@ -1356,8 +1450,8 @@ oom:
 /* A job sees a clean environment: nothing of the supervisor's leaks into it, only what
  * docs/job-protocol.md lists.  0 and *out (NULL-terminated, for free_strv), or -errno with
  * err. */
-static int job_env(struct supervisor *sv, const struct task *t, const char *work, char ***out,
-                   char *err, size_t errlen)
+static int job_env(struct supervisor *sv, const struct task *t, int attempt, const char *work,
+                   char ***out, char *err, size_t errlen)
 {
 	char *args_json = cJSON_PrintUnformatted(t->args);
 	char **envp = calloc(12, sizeof *envp);
@@ -1371,7 +1465,7 @@ static int job_env(struct supervisor *sv, const struct task *t, const char *work
 	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
 	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
 	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", t->tool->name) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", t->attempt) < 0 ||
+	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", attempt) < 0 ||
 	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0) {
 		envp[e - 1] = NULL;   /* asprintf leaves it undefined on failure */
 		goto oom;
@@ -1440,7 +1534,7 @@ static int start_job(struct tasks *ts, struct task *t)
 		     "Ask the operator to restore the tool, or call another tool.");
 		return -ENOENT;
 	}
-	t->attempt++;
+	int attempt = t->attempt + 1;   /* counted once its START record is in */
 
 	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
 	snprintf(work, sizeof work, "%s/work", dir);
@@ -1472,7 +1566,7 @@ static int start_job(struct tasks *ts, struct task *t)
 			goto fail;
 		}
 	}
-	if ((rc = job_env(sv, t, work, &envp, err, sizeof err)) < 0)
+	if ((rc = job_env(sv, t, attempt, work, &envp, err, sizeof err)) < 0)
 		goto fail;
 	struct job_spec spec = {
 		.task_id = t->id, .argv = argv, .envp = envp,
@@ -1484,16 +1578,15 @@ static int start_job(struct tasks *ts, struct task *t)
 	rc = job_start(sv, &spec, &job_cb, t, &t->job, err, sizeof err);
 	if (rc < 0)
 		goto fail;
-	cJSON_Delete(t->sandbox);
-	t->sandbox = cJSON_Parse(job_sandbox_json(t->job));
 	ts->running++;
-	t->was_running = 1;
-	t->started_ms = loop_wall_ms();
 	t->job_started_mono = loop_now();
-	touch(t);
 	if (tool->timeout_seconds > 0)
 		t->timeout_timer = loop_timer_in(sv->loop, (int64_t)(tool->timeout_seconds * 1000.0), on_timeout, t);
-	if (sv->persist && (rc = persist_started(sv->persist, t)) < 0) {
+	struct store_rec r;
+	rec_init(&r, STORE_REC_START, t);
+	r.u.start.attempt = attempt;
+	r.u.start.sandbox = job_sandbox_json(t->job);   /* the sandbox this attempt really got */
+	if ((rc = change(ts, t, &r)) < 0) {
 		/* The attempt is not on record: it must not run.  Its start frame is still held, so
 		 * the job has done nothing yet. */
 		char msg[200];
@@ -1536,9 +1629,14 @@ static void enqueue(struct tasks *ts, struct task *t)
 	t->qpos = (int)ts->qlen;
 }
 
-static void start_next(struct tasks *ts)
+/* Why the durability check: a job acts on the world, so it must never start for a task whose
+ * records (its creation, the answer or retry that requeued it) a crash could still lose; the
+ * head of the queue waits for the turn's commit (tasks_release), and FIFO order is kept. */
+static size_t start_next(struct tasks *ts)
 {
-	while (ts->qhead && ts->running < ts->sv->cfg->server.max_concurrent) {
+	size_t n = 0;
+	while (ts->qhead && ts->running < ts->sv->cfg->server.max_concurrent &&
+	       persist_task_durable(ts->sv->persist, ts->qhead)) {
 		struct task *t = ts->qhead;
 		ts->qhead = t->qnext;
 		if (!ts->qhead)
@@ -1547,9 +1645,14 @@ static void start_next(struct tasks *ts)
 		ts->qlen--;
 		ts->qpos_dirty = 1;
 		start_job(ts, t);
+		n++;
 	}
+	return n;
 }
 
+/* Why the task is in the table before its record is appended: the id must be unique among
+ * live and expired ones while it is chosen.  Why it is not started here: its job may run only
+ * once the create record is durable (start_next, after the turn's commit). */
 int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, struct task **out)
 {
 	int rc;
@@ -1558,7 +1661,7 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 		cJSON_Delete(args);
 		return -ENOBUFS;
 	}
-	struct task *t = calloc(1, sizeof *t);
+	struct task *t = task_alloc("");
 	if (!t) {
 		cJSON_Delete(args);
 		return -ENOMEM;
@@ -1568,29 +1671,26 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 	do {
 		rc = io_random_hex(t->id);
 	} while (rc == 0 && (tasks_find(ts, t->id) || tasks_tombstone_find(ts, t->id)));
+	struct store_rec r;
+	char *text = NULL;
+	if (rc == 0 && (rc = task_json_text(args, &text)) == 0 && (rc = table_put(ts, t)) == 0) {
+		rec_init(&r, STORE_REC_CREATE, t);
+		r.u.create.tool = tool->name;
+		r.u.create.args = text;
+		/* The create record comes first: a task whose creation is not in the journal must
+		 * not exist at all, or its later records would name a task replay has never heard
+		 * of. */
+		if ((rc = change(ts, t, &r)) < 0)
+			table_del(ts, t);
+	}
+	free(text);
+	cJSON_Delete(args);
 	if (rc < 0) {
-		cJSON_Delete(args);
-		free(t);
+		task_free(t);
 		return rc;
 	}
 	t->owner = ts;
 	t->tool = tool;
-	t->tool_name = strdup(tool->name);
-	t->args = args;
-	t->status = TASK_WORKING;
-	t->fraction = -1;
-	t->created_ms = t->updated_ms = loop_wall_ms();
-	if (!t->tool_name || (rc = table_put(ts, t)) < 0) {
-		task_free(t);
-		return -ENOMEM;
-	}
-	/* The create record comes first: a task whose creation is not in the journal must not
-	 * exist at all, or its later records would name a task replay has never heard of. */
-	if (ts->sv->persist && (rc = persist_created(ts->sv->persist, t)) < 0) {
-		table_del(ts, t);
-		task_free(t);
-		return rc;
-	}
 	t->next = ts->head;
 	if (ts->head)
 		ts->head->prev = t;
@@ -1599,7 +1699,6 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 	enqueue(ts, t);
 	fplog(&ts->sv->log, FPLOG_INFO, t->id, "created %s", tool->name);
 	*out = t;
-	start_next(ts);
 	return 0;
 }
 
@@ -1607,32 +1706,22 @@ int tasks_respond(struct tasks *ts, struct task *t, const cJSON *response)
 {
 	if (t->status != TASK_INPUT_REQUIRED || !t->question_id)
 		return -EINVAL;
-	struct task_answer *a = calloc(1, sizeof *a);
-	if (!a)
-		return -ENOMEM;
-	a->question_id = strdup(t->question_id);
-	a->response = cJSON_Duplicate(response, 1);
-	if (!a->question_id || !a->response) {
-		free(a->question_id);
-		cJSON_Delete(a->response);
-		free(a);
-		return -ENOMEM;
-	}
-	int rc = ts->sv->persist ? persist_answered(ts->sv->persist, t, a->question_id, a->response) : 0;
-	if (rc < 0) {
-		/* Not recorded, so not accepted: the task still waits for its answer. */
-		free(a->question_id);
-		cJSON_Delete(a->response);
-		free(a);
+	struct store_rec r;
+	char *text = NULL;
+	int rc = task_json_text(response, &text);
+	if (rc < 0)
 		return rc;
-	}
-	a->next = t->answers;
-	t->answers = a;
+	rec_init(&r, STORE_REC_ANSWER, t);
+	r.u.answer.qid = t->question_id;
+	r.u.answer.response = text ? text : "null";
+	/* Not recorded, so not accepted: the task still waits for its answer. */
+	rc = change(ts, t, &r);
+	free(text);
+	if (rc < 0)
+		return rc;
+	const struct task_answer *a = t->answers;   /* the one just applied */
 	if (t->job)
 		send_answer(t, a->question_id, a->response);
-	task_clear_question(t);
-	t->status = TASK_WORKING;
-	touch(t);
 	/* Asked before a restart: no job is waiting for the answer.  Run it again from its
 	 * checkpoint; when it asks the same question the recorded answer is replayed to it. */
 	if (!t->job && !t->queued) {
@@ -1828,7 +1917,7 @@ size_t tasks_collect(struct tasks *ts, int64_t now)
 {
 	size_t n = 0;
 	/* While commits fail an expiry could not be recorded: keep everything until they work. */
-	if (ts->sv->persist && persist_fault(ts->sv->persist) < 0)
+	if (persist_fault(ts->sv->persist) < 0)
 		return 0;
 	for (struct tomb **pp = &ts->tombs; *pp;) {
 		if ((*pp)->until <= now) {
@@ -1851,10 +1940,9 @@ size_t tasks_collect(struct tasks *ts, int64_t now)
 		char id[33];
 		memcpy(id, t->id, sizeof id);
 		/* Forgotten only once the journal says so; otherwise the next collection retries. */
-		if (ts->sv->persist && persist_expired(ts->sv->persist, id, now + keep) < 0)
+		if (persist_expired(ts->sv->persist, id, now + keep) < 0)
 			continue;
-		if (ts->sv->persist)
-			persist_release(ts->sv->persist, t);
+		persist_release(ts->sv->persist, t);
 		tasks_tombstone_add(ts, id, now + keep);
 		tasks_remove(ts, t);
 		remove_task_dir(ts, id);
