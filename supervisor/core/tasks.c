@@ -326,7 +326,10 @@ int tasks_queue_position(struct tasks *ts, const struct task *t)
 			q->qpos = pos++;
 		ts->qpos_dirty = 0;
 	}
-	return t->qpos;
+	/* The first tasks of the queue that fit in the free slots only wait for this turn's
+	 * commit (start_next): they start now, and are not reported as queued. */
+	int free_slots = ts->sv->cfg->server.max_concurrent - ts->running;
+	return t->qpos > free_slots ? t->qpos - (free_slots > 0 ? free_slots : 0) : 0;
 }
 
 /* ---- transitions ---------------------------------------------------------------- */
