@@ -344,7 +344,9 @@ int persist_result_rec(struct persist *p, const cJSON *result, const struct task
 		return rc;
 	size_t n = strlen(*text);
 	out->text = *text;
-	if ((long)n > p->sv->cfg->server.result_inline_bytes) {
+	/* Without a config (ops commands, tests), the config's default applies. */
+	long inline_max = p->sv->cfg ? p->sv->cfg->server.result_inline_bytes : 64L << 10;
+	if ((long)n > inline_max) {
 		if ((rc = blob_store_put(&p->blobs, *text, n, hex, NULL)) < 0)
 			return rc;
 		out->blob = hex;
