@@ -41,8 +41,17 @@ struct persist {
 
 /* ---- appending ------------------------------------------------------------------------------ */
 
+static void write_progress(struct persist *p, const struct task *t);
+
+/* Why a FINISH first writes the task's coalesced progress: progress of a terminal task is
+ * never written at commit, so progress applied in the same batch as the outcome would be in
+ * the live task and lost from the replayed one. */
 int persist_record(struct persist *p, struct task *t, const struct store_rec *r)
 {
+	if (t && t->progress_dirty && r->type == STORE_REC_FINISH && !p->read_only) {
+		t->progress_dirty = 0;
+		write_progress(p, t);
+	}
 	int rc = p->read_only ? -EROFS : store_append(p->s, r);
 	if (rc < 0) {
 		fplog(&p->sv->log, FPLOG_ERROR, t ? t->id : NULL, "journal append of a %s record failed: %s",

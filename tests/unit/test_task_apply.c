@@ -430,10 +430,55 @@ static void test_json_oom(struct tally *t)
 	check_rm_rf(e.dir);
 }
 
+/* Progress is coalesced (applied now, written at a later commit, and never for a terminal
+ * task): progress applied in the same batch as the task's FINISH must still reach the store,
+ * or the replayed task shows the progress before it. */
+static void test_progress_then_finish(struct tally *t, int memory)
+{
+	struct env e;
+	memset(&e, 0, sizeof e);
+	check_tmpdir(e.dir, sizeof e.dir, "apply-progress");
+	fplog_init(&e.sv.log, 2, FPLOG_CRITICAL);
+	e.sv.state_dir = e.dir;
+	if (memory && !(e.medium = store_mem_medium_new()))
+		check_die("medium");
+	env_open(&e);
+	struct gen g = { .rng = 7, .e = &e, .clock = 1700000000000 };
+	op_create(&g);
+	struct task *tk = tasks_newest(e.sv.tasks);
+	struct store_rec r;
+	rec_for(&g, &r, STORE_REC_START, tk);
+	r.u.start.attempt = 1;
+	live(&g, tk, &r);
+	persist_commit(e.sv.persist);
+	rec_for(&g, &r, STORE_REC_PROGRESS, tk);
+	r.u.progress.msg = "Section 9";
+	r.u.progress.fraction = 0.9;
+	r.u.progress.has_fraction = 1;
+	char err[256];
+	task_apply(tk, &r, err, sizeof err);   /* the coalesced path: applied, journaled later */
+	persist_progress(e.sv.persist, tk);
+	rec_for(&g, &r, STORE_REC_FINISH, tk);
+	r.u.finish.status = "completed";
+	r.u.finish.result.text = "1";
+	live(&g, tk, &r);
+	op_restart(&g);
+	char what[120];
+	snprintf(what, sizeof what, "%s: progress applied in the batch of the outcome is replayed too (%s)",
+	         memory ? "memory" : "journal", g.failure ? g.failure : "equal");
+	CHECK(t, !g.failure, what);
+	env_close(&e);
+	loop_free(e.sv.loop);
+	store_mem_medium_free(e.medium);
+	check_rm_rf(e.dir);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	test_json_oom(&t);
+	test_progress_then_finish(&t, 0);
+	test_progress_then_finish(&t, 1);
 	test_equivalence(&t, 0, 25, 80);
 	test_equivalence(&t, 1, 60, 80);
 	return check_done(&t);
