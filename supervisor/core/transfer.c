@@ -349,13 +349,10 @@ static cJSON *unknown_handle(const struct transfers *tr, const char *h)
 
 static int rec_end(struct transfers *tr, struct frame_map *r, uint8_t type)
 {
-	int rc = 0;
-	if (tr->sv->persist) {
-		rc = persist_append(tr->sv->persist, type, r->sb.data, r->sb.size);
-		if (rc < 0)
-			fplog(&tr->sv->log, FPLOG_CRITICAL, NULL, "journal append of a transfer record failed: %s",
-			      strerror(-rc));
-	}
+	int rc = persist_append(tr->sv->persist, type, r->sb.data, r->sb.size);
+	if (rc < 0)
+		fplog(&tr->sv->log, FPLOG_CRITICAL, NULL, "journal append of a transfer record failed: %s",
+		      strerror(-rc));
 	msgpack_sbuffer_destroy(&r->sb);
 	return rc;
 }
@@ -2081,7 +2078,7 @@ static int commit_publish(struct transfers *tr, struct xfer *x)
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if ((rc = prepare_publish(tr, x, attempt)) < 0)
 			return rc;
-		if (tr->sv->persist && persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
+		if (persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
 			return rc;
 		rc = publish(x, last_name(x->path));
 		if (rc != -EXDEV)
