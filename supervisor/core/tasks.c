@@ -16,6 +16,7 @@
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
+#include "supervisor/core/task_env.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 
@@ -23,8 +24,6 @@
 #define MAX_PROMPT        (64u << 10)
 #define MAX_CHOICES       64
 #define MAX_PROGRESS_MSG  4096
-#define ARGS_ENV_MAX      (64u << 10)   /* larger arguments go to ARGS_FILE_NAME, not the environment */
-#define ARGS_FILE_NAME    ".forkpoint-args.json"
 #define E2BIG_HINT        "An argument placed in the tool's command line is too long (the kernel allows " \
                           "128 KiB per word); call the tool with a shorter value."
 
@@ -1305,7 +1304,7 @@ static void prune_work_dir(struct tasks *ts, const struct task *t)
 {
 	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
 	char path[4300];
-	snprintf(path, sizeof path, "%s/tasks/%s/work/" ARGS_FILE_NAME, ts->sv->state_dir, t->id);
+	snprintf(path, sizeof path, "%s/tasks/%s/work/" TASK_ENV_ARGS_FILE, ts->sv->state_dir, t->id);
 	unlink(path);   /* our copy of the arguments, if they were too large for the environment */
 	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
 		snprintf(path, sizeof path, "%s/tasks/%s/%s", ts->sv->state_dir, t->id, sub[i]);
@@ -1343,148 +1342,6 @@ static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
 static const struct job_callbacks job_cb = { .on_frame = on_frame, .on_exit = on_exit_cb };
 
 /* ---- starting jobs ---------------------------------------------------------------------- */
-
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[4096];
-	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-		return -ENAMETOOLONG;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p == '/') {
-			*p = 0;
-			if (mkdir(buf, mode) < 0 && errno != EEXIST)
-				return -errno;
-			*p = '/';
-		}
-	}
-	if (mkdir(buf, mode) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-/* Text of an argument for a {name} placeholder: strings as they are, the rest as JSON. */
-static int arg_text(const cJSON *v, struct wbuf *out)
-{
-	if (!v || cJSON_IsNull(v))
-		return 0;
-	if (cJSON_IsString(v))
-		return wbuf_append(out, v->valuestring, strlen(v->valuestring));
-	if (cJSON_IsBool(v))
-		return wbuf_printf(out, "%s", cJSON_IsTrue(v) ? "true" : "false");
-	if (cJSON_IsNumber(v)) {
-		double d = v->valuedouble;
-		if (d == floor(d) && fabs(d) < 9e15)
-			return wbuf_printf(out, "%lld", (long long)d);
-		return wbuf_printf(out, "%.17g", d);
-	}
-	char *s = cJSON_PrintUnformatted(v);
-	if (!s)
-		return -ENOMEM;
-	int rc = wbuf_append(out, s, strlen(s));
-	free(s);
-	return rc;
-}
-
-/* Replace each {name} placeholder (as config_placeholder() defines it, the same rule the config
- * was checked with) by its argument; an absent optional argument becomes the empty string. */
-static char *expand(const char *tmpl, const cJSON *args)
-{
-	struct wbuf b = { 0 };
-	const char *p = tmpl, *name;
-	size_t len;
-	for (;;) {
-		const char *open = config_placeholder(p, &name, &len);
-		if (!open) {
-			wbuf_append(&b, p, strlen(p));
-			break;
-		}
-		wbuf_append(&b, p, (size_t)(open - p));
-		char key[256];
-		snprintf(key, sizeof key, "%.*s", (int)(len < 255 ? len : 255), name);
-		arg_text(cJSON_GetObjectItemCaseSensitive(args, key), &b);
-		p = open + len + 2;
-	}
-	if (wbuf_append(&b, "", 1) < 0) {
-		wbuf_free(&b);
-		return NULL;
-	}
-	return (char *)b.data;
-}
-
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-/* The arguments for a job's environment.  Small ones travel as FORKPOINT_ARGS; the kernel caps
- * one environment string at 128 KiB (MAX_ARG_STRLEN) and execve would fail with E2BIG, so
- * larger ones are written to a file in the work directory, named by FORKPOINT_ARGS_FILE.
- * Jobs on the frame protocol get them in their start frame either way.  0 and *out, or
- * -errno with err. */
-static int args_env(const char *work, const char *args_json, char **out, char *err, size_t errlen)
-{
-	size_t n = strlen(args_json);
-	if (n <= ARGS_ENV_MAX) {
-		if (asprintf(out, "FORKPOINT_ARGS=%s", args_json) < 0)
-			goto oom;
-		return 0;
-	}
-	char path[4300];
-	snprintf(path, sizeof path, "%s/" ARGS_FILE_NAME, work);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	int rc = fd < 0 ? -errno : io_write_full(fd, args_json, n);
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0) {
-		snprintf(err, errlen, "cannot write %s: %s", path, strerror(-rc));
-		return rc;
-	}
-	if (asprintf(out, "FORKPOINT_ARGS_FILE=%s", path) < 0)
-		goto oom;
-	return 0;
-oom:
-	*out = NULL;
-	snprintf(err, errlen, "out of memory");
-	return -ENOMEM;
-}
-
-/* A job sees a clean environment: nothing of the supervisor's leaks into it, only what
- * docs/job-protocol.md lists.  0 and *out (NULL-terminated, for free_strv), or -errno with
- * err. */
-static int job_env(struct supervisor *sv, const struct task *t, int attempt, const char *work,
-                   char ***out, char *err, size_t errlen)
-{
-	char *args_json = cJSON_PrintUnformatted(t->args);
-	char **envp = calloc(12, sizeof *envp);
-	int rc = -ENOMEM, e = 0;
-	if (!args_json || !envp)
-		goto oom;
-	if (asprintf(&envp[e++], "PATH=%s:/usr/local/bin:/usr/bin:/bin", sv->bin_dir) < 0 ||
-	    asprintf(&envp[e++], "HOME=%s", work) < 0 ||
-	    asprintf(&envp[e++], "TMPDIR=%s", work) < 0 ||
-	    asprintf(&envp[e++], "LANG=C.UTF-8") < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_FD=3") < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_TASK_ID=%s", t->id) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_TOOL=%s", t->tool->name) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_ATTEMPT=%d", attempt) < 0 ||
-	    asprintf(&envp[e++], "FORKPOINT_WORKDIR=%s", work) < 0) {
-		envp[e - 1] = NULL;   /* asprintf leaves it undefined on failure */
-		goto oom;
-	}
-	if ((rc = args_env(work, args_json, &envp[e++], err, errlen)) < 0)
-		goto fail;
-	free(args_json);
-	*out = envp;
-	return 0;
-oom:
-	snprintf(err, errlen, "out of memory");
-fail:
-	free(args_json);
-	free_strv(envp);
-	return rc;
-}
 
 /* The job could not be started (rc, err say why): the task fails with what fits the cause. */
 static void start_failed(struct tasks *ts, struct task *t, int rc, const char *err)
@@ -1542,7 +1399,7 @@ static int start_job(struct tasks *ts, struct task *t)
 	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
 	snprintf(work, sizeof work, "%s/work", dir);
 	snprintf(logp, sizeof logp, "%s/output.log", dir);
-	if ((rc = mkdir_p(work, 0700)) < 0) {
+	if ((rc = task_env_mkdir_p(work, 0700)) < 0) {
 		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
 		goto fail;
 	}
@@ -1562,14 +1419,14 @@ static int start_job(struct tasks *ts, struct task *t)
 		goto fail;
 	}
 	for (size_t i = 0; i < tool->argc; i++) {
-		argv[i] = i == 0 ? strdup(tool->argv[0]) : expand(tool->argv[i], t->args);
+		argv[i] = i == 0 ? strdup(tool->argv[0]) : task_env_expand(tool->argv[i], t->args);
 		if (!argv[i]) {
 			rc = -ENOMEM;
 			snprintf(err, sizeof err, "out of memory");
 			goto fail;
 		}
 	}
-	if ((rc = job_env(sv, t, attempt, work, &envp, err, sizeof err)) < 0)
+	if ((rc = task_env_build(sv, t, attempt, work, &envp, err, sizeof err)) < 0)
 		goto fail;
 	struct job_spec spec = {
 		.task_id = t->id, .argv = argv, .envp = envp,
@@ -1608,12 +1465,12 @@ static int start_job(struct tasks *ts, struct task *t)
 		job_kill(t->job, NULL);
 	}
 out:
-	free_strv(argv);
-	free_strv(envp);
+	task_env_free_strv(argv);
+	task_env_free_strv(envp);
 	return 0;
 fail:
-	free_strv(argv);
-	free_strv(envp);
+	task_env_free_strv(argv);
+	task_env_free_strv(envp);
 	t->queued = 0;
 	start_failed(ts, t, rc, err);
 	return rc;
