@@ -17,6 +17,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
 #include "supervisor/core/task_env.h"
+#include "supervisor/core/task_table.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 
@@ -27,13 +28,12 @@
 #define E2BIG_HINT        "An argument placed in the tool's command line is too long (the kernel allows " \
                           "128 KiB per word); call the tool with a shorter value."
 
-struct tasks_table;
 
 struct tasks {
 	struct supervisor *sv;
 	struct task *head;           /* newest first */
 	size_t count;
-	struct tasks_table *tab;     /* id → task */
+	struct task_table *tab;      /* id → task */
 	struct task *qhead, *qtail;
 	size_t qlen;
 	int qpos_dirty;              /* a task left the queue from the head or the middle */
@@ -51,102 +51,9 @@ struct tomb {
 	struct tomb *next;
 };
 
-/* The hash table maps id → task with separate chaining through a small side struct so
- * struct task stays free of table internals. */
-struct hnode {
-	struct task *t;
-	struct hnode *next;
-};
-
-struct tasks_table {
-	struct hnode **b;
-	size_t n;
-};
-
-static uint64_t hash_id(const char *id)
-{
-	/* FNV-1a; ids are random already, this only needs to spread them. */
-	uint64_t h = 1469598103934665603ull;
-	for (; *id; id++)
-		h = (h ^ (unsigned char)*id) * 1099511628211ull;
-	return h;
-}
-
-static struct tasks_table *table(struct tasks *ts)
-{
-	return ts->tab;
-}
-
-static int table_grow(struct tasks *ts)
-{
-	struct tasks_table *old = table(ts);
-	size_t n = old ? old->n * 2 : 1024;
-	struct tasks_table *nt = calloc(1, sizeof *nt);
-	struct hnode **b = calloc(n, sizeof *b);
-	if (!nt || !b) {
-		free(nt);
-		free(b);
-		return -ENOMEM;
-	}
-	nt->b = b;
-	nt->n = n;
-	if (old) {
-		for (size_t i = 0; i < old->n; i++) {
-			struct hnode *h = old->b[i];
-			while (h) {
-				struct hnode *nx = h->next;
-				size_t k = hash_id(h->t->id) & (n - 1);
-				h->next = b[k];
-				b[k] = h;
-				h = nx;
-			}
-		}
-		free(old->b);
-		free(old);
-	}
-	ts->tab = nt;
-	return 0;
-}
-
-static int table_put(struct tasks *ts, struct task *t)
-{
-	if (!table(ts) || ts->count + 1 > table(ts)->n) {
-		int rc = table_grow(ts);
-		if (rc < 0 && !table(ts))
-			return rc;
-	}
-	struct hnode *h = malloc(sizeof *h);
-	if (!h)
-		return -ENOMEM;
-	size_t k = hash_id(t->id) & (table(ts)->n - 1);
-	h->t = t;
-	h->next = table(ts)->b[k];
-	table(ts)->b[k] = h;
-	return 0;
-}
-
-static void table_del(struct tasks *ts, const struct task *t)
-{
-	size_t k = hash_id(t->id) & (table(ts)->n - 1);
-	for (struct hnode **pp = &table(ts)->b[k]; *pp; pp = &(*pp)->next) {
-		if ((*pp)->t == t) {
-			struct hnode *h = *pp;
-			*pp = h->next;
-			free(h);
-			return;
-		}
-	}
-}
-
 struct task *tasks_find(struct tasks *ts, const char *id)
 {
-	if (!id || !table(ts))
-		return NULL;
-	size_t k = hash_id(id) & (table(ts)->n - 1);
-	for (struct hnode *h = table(ts)->b[k]; h; h = h->next)
-		if (strcmp(h->t->id, id) == 0)
-			return h->t;
-	return NULL;
+	return task_table_find(ts->tab, id);
 }
 
 struct task *tasks_newest(struct tasks *ts)
@@ -204,7 +111,7 @@ struct tasks *tasks_new(struct supervisor *sv)
 	if (!ts)
 		return NULL;
 	ts->sv = sv;
-	if (table_grow(ts) < 0) {
+	if (!(ts->tab = task_table_new())) {
 		free(ts);
 		return NULL;
 	}
@@ -299,16 +206,7 @@ void tasks_free(struct tasks *ts)
 		n = b->next;
 		free(b);
 	}
-	struct tasks_table *tb = table(ts);
-	if (tb) {
-		for (size_t i = 0; i < tb->n; i++)
-			for (struct hnode *h = tb->b[i], *nx; h; h = nx) {
-				nx = h->next;
-				free(h);
-			}
-		free(tb->b);
-		free(tb);
-	}
+	task_table_free(ts->tab);
 	free(ts);
 }
 
@@ -1533,7 +1431,7 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 	} while (rc == 0 && (tasks_find(ts, t->id) || tasks_tombstone_find(ts, t->id)));
 	struct store_rec r;
 	char *text = NULL;
-	if (rc == 0 && (rc = task_json_text(args, &text)) == 0 && (rc = table_put(ts, t)) == 0) {
+	if (rc == 0 && (rc = task_json_text(args, &text)) == 0 && (rc = task_table_put(ts->tab, t)) == 0) {
 		rec_init(&r, STORE_REC_CREATE, t);
 		r.u.create.tool = tool->name;
 		r.u.create.args = text;
@@ -1541,7 +1439,7 @@ int tasks_create(struct tasks *ts, const struct tool_cfg *tool, cJSON *args, str
 		 * not exist at all, or its later records would name a task replay has never heard
 		 * of. */
 		if ((rc = change(ts, t, &r)) < 0)
-			table_del(ts, t);
+			task_table_del(ts->tab, t);
 	}
 	free(text);
 	cJSON_Delete(args);
@@ -1626,7 +1524,7 @@ int tasks_cancel(struct tasks *ts, struct task *t, const char *reason)
 
 int tasks_insert(struct tasks *ts, struct task *t)
 {
-	int rc = table_put(ts, t);
+	int rc = task_table_put(ts->tab, t);
 	if (rc < 0)
 		return rc;
 	t->owner = ts;
@@ -1667,7 +1565,7 @@ void tasks_remove(struct tasks *ts, struct task *t)
 		loop_timer_cancel(ts->sv->loop, t->timeout_timer);
 	if (t->store_timer)
 		loop_timer_cancel(ts->sv->loop, t->store_timer);
-	table_del(ts, t);
+	task_table_del(ts->tab, t);
 	if (t->prev)
 		t->prev->next = t->next;
 	else
