@@ -18,6 +18,7 @@
 #include "supervisor/core/task_apply.h"
 #include "supervisor/core/task_env.h"
 #include "supervisor/core/task_table.h"
+#include "supervisor/core/task_expiry.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 
@@ -41,15 +42,9 @@ struct tasks {
 	task_observer observer;
 	void *observer_arg;
 	struct task *held;           /* tasks with frames waiting for the commit */
-	struct tomb *tombs;          /* expired ids, newest first */
-	size_t ntombs;
+	struct task_tombs *tombs;    /* expired ids */
 };
 
-struct tomb {
-	char id[33];
-	int64_t until;
-	struct tomb *next;
-};
 
 struct task *tasks_find(struct tasks *ts, const char *id)
 {
@@ -111,7 +106,8 @@ struct tasks *tasks_new(struct supervisor *sv)
 	if (!ts)
 		return NULL;
 	ts->sv = sv;
-	if (!(ts->tab = task_table_new())) {
+	if (!(ts->tab = task_table_new()) || !(ts->tombs = task_tombs_new())) {
+		task_table_free(ts->tab);
 		free(ts);
 		return NULL;
 	}
@@ -202,10 +198,7 @@ void tasks_free(struct tasks *ts)
 			loop_timer_cancel(ts->sv->loop, t->store_timer);
 		task_free(t);
 	}
-	for (struct tomb *b = ts->tombs, *n; b; b = n) {
-		n = b->next;
-		free(b);
-	}
+	task_tombs_free(ts->tombs);
 	task_table_free(ts->tab);
 	free(ts);
 }
@@ -1626,85 +1619,20 @@ void tasks_recover(struct tasks *ts)
 
 int tasks_tombstone_add(struct tasks *ts, const char *id, int64_t until)
 {
-	struct tomb *b = calloc(1, sizeof *b);
-	if (!b)
-		return -ENOMEM;
-	snprintf(b->id, sizeof b->id, "%s", id);
-	b->until = until;
-	b->next = ts->tombs;
-	ts->tombs = b;
-	ts->ntombs++;
-	return 0;
+	return task_tombs_add(ts->tombs, id, until);
 }
 
 int64_t tasks_tombstone_find(const struct tasks *ts, const char *id)
 {
-	/* Tombstones are few (expired ids, for a limited time); a list is enough. */
-	for (const struct tomb *b = ts->tombs; b; b = b->next)
-		if (strcmp(b->id, id) == 0)
-			return b->until;
-	return 0;
+	return task_tombs_find(ts->tombs, id);
 }
 
 void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id, int64_t until), void *arg)
 {
-	for (struct tomb *b = ts->tombs; b; b = b->next)
-		fn(arg, b->id, b->until);
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
-static void remove_task_dir(struct tasks *ts, const char *id)
-{
-	char path[4200];
-	snprintf(path, sizeof path, "%s/tasks/%s", ts->sv->state_dir, id);
-	/* Depth first, never following symlinks and never leaving the file system: a job may
-	 * have planted links in its work dir. */
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	task_tombs_each(ts->tombs, fn, arg);
 }
 
 size_t tasks_collect(struct tasks *ts, int64_t now)
 {
-	size_t n = 0;
-	/* While commits fail an expiry could not be recorded: keep everything until they work. */
-	if (persist_fault(ts->sv->persist) < 0)
-		return 0;
-	for (struct tomb **pp = &ts->tombs; *pp;) {
-		if ((*pp)->until <= now) {
-			struct tomb *b = *pp;
-			*pp = b->next;
-			free(b);
-			ts->ntombs--;
-		} else {
-			pp = &(*pp)->next;
-		}
-	}
-	for (struct task *t = ts->head, *next; t; t = next) {
-		next = t->next;
-		if (!TASK_TERMINAL(t->status) || t->expires_ms > now || t->job)
-			continue;
-		/* Expired ids answer `expired` for as long again as they lived (at least an hour,
-		 * at most a week), then `unknown_task`. */
-		int64_t ttl = t->expires_ms - t->finished_ms;
-		int64_t keep = ttl < 3600000 ? 3600000 : ttl > 604800000 ? 604800000 : ttl;
-		char id[33];
-		memcpy(id, t->id, sizeof id);
-		/* Forgotten only once the journal says so; otherwise the next collection retries. */
-		if (persist_expired(ts->sv->persist, id, now + keep) < 0)
-			continue;
-		persist_release(ts->sv->persist, t);
-		tasks_tombstone_add(ts, id, now + keep);
-		tasks_remove(ts, t);
-		remove_task_dir(ts, id);
-		n++;
-	}
-	return n;
+	return task_expiry_collect(ts->sv, ts, ts->tombs, now);
 }
