@@ -79,6 +79,20 @@ char *task_env_expand(const char *tmpl, const cJSON *args)
 	return (char *)b.data;
 }
 
+int task_env_argv(const struct tool_cfg *tool, const cJSON *args, char ***out)
+{
+	char **argv = calloc(tool->argc + 1, sizeof *argv);
+	*out = argv;
+	if (!argv)
+		return -ENOMEM;
+	for (size_t i = 0; i < tool->argc; i++) {
+		argv[i] = i == 0 ? strdup(tool->argv[0]) : task_env_expand(tool->argv[i], args);
+		if (!argv[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 void task_env_free_strv(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)

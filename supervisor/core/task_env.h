@@ -19,6 +19,9 @@ int task_env_mkdir_p(const char *path, mode_t mode);
 /* tmpl with each {name} replaced by the argument's text (strings as they are, the rest as
  * JSON; an absent one is empty).  A malloc'd string, NULL when out of memory. */
 char *task_env_expand(const char *tmpl, const cJSON *args);
+/* The argv of tool's job for args: *out NULL-terminated (free with task_env_free_strv, also
+ * after -ENOMEM, when it holds what was built). */
+int task_env_argv(const struct tool_cfg *tool, const cJSON *args, char ***out);
 /* Free a NULL-terminated string vector (NULL is fine). */
 void task_env_free_strv(char **v);
 /* The environment of attempt `attempt` of t's job in work: *out NULL-terminated (free with
