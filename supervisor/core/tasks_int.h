@@ -51,8 +51,14 @@ void tasks__fail(struct tasks *ts, struct task *t, const char *code, const char 
                  const char *hint);
 /* resource_limit naming the config key and its value. */
 void tasks__fail_limit(struct tasks *ts, struct task *t, const char *msg, const char *limit, long value);
+
+/* ---- task_sched.c: the run queue and jobs -------------------------------------------------- */
 /* Start queued tasks whose records are durable while slots are free; how many started. */
 size_t tasks__start_next(struct tasks *ts);
+void tasks__enqueue(struct tasks *ts, struct task *t);   /* at the tail */
+void tasks__dequeue(struct tasks *ts, struct task *t);   /* wherever it stands */
+/* Back in the queue, at once or when its backoff (not_before) has passed. */
+void tasks__schedule(struct tasks *ts, struct task *t);
 
 /* ---- task_frames.c: the job protocol ------------------------------------------------------ */
 /* Frames for the job, held until the turn's commit (tasks_release).  0 or -errno. */

@@ -228,7 +228,7 @@ static int rec_eq(const struct store_rec *a, const struct store_rec *b)
 	}
 }
 
-static char what[200];
+static char what[800];
 #define W(...) (snprintf(what, sizeof what, __VA_ARGS__), what)
 
 /* Every record type: appended, committed, replayed equal, in order. */
@@ -253,7 +253,7 @@ static void test_round_trip(struct tally *t, struct fixture *f)
 	store_close(s);
 
 	s = fx_replay(f, &g, err, sizeof err);
-	CHECK(t, s && g.n == n, W("%s: replayed %zu of %zu records (%s)", f->backend, g.n, n, err));
+	CHECK(t, s && g.n == n, W("%s: replayed %zu of %zu records (%.300s)", f->backend, g.n, n, err));
 	int same = g.n == n;
 	for (size_t i = 0; same && i < n; i++)
 		if (!rec_eq(&r[i], g.v[i])) {
@@ -280,7 +280,7 @@ static void test_snapshot(struct tally *t, struct fixture *f)
 	struct store *s = fx_replay(f, &g, err, sizeof err);
 	got_free(&g);
 	if (!s) {
-		CHECK(t, 0, W("%s: open for the snapshot test: %s", f->backend, err));
+		CHECK(t, 0, W("%s: open for the snapshot test: %.300s", f->backend, err));
 		return;
 	}
 	CHECK(t, store_snapshot_begin(s) == 0 && store_append(s, &r[n - 3]) == 0, W("%s: snapshot begun", f->backend));
@@ -339,7 +339,7 @@ static void test_faults(struct tally *t, struct fixture *f)
 	size_t base = g.n;
 	got_free(&g);
 	if (!s) {
-		CHECK(t, 0, W("%s: open for the fault test: %s", f->backend, err));
+		CHECK(t, 0, W("%s: open for the fault test: %.300s", f->backend, err));
 		return;
 	}
 	/* Over the record limit: refused by both. */
@@ -376,7 +376,7 @@ static void test_faults(struct tally *t, struct fixture *f)
 	/* A callback that refuses a record stops the replay with its message. */
 	g.refuse_at = 1;
 	s = fx_replay(f, &g, err, sizeof err);
-	CHECK(t, !s && strstr(err, "refused on purpose"), W("%s: a refusing callback fails the replay: %s", f->backend, err));
+	CHECK(t, !s && strstr(err, "refused on purpose"), W("%s: a refusing callback fails the replay: %.300s", f->backend, err));
 	got_free(&g);
 }
 
