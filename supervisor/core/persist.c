@@ -105,7 +105,7 @@ static void rec_init(struct store_rec *r, enum store_rec_type type, const struct
 
 /* The JSON texts a record borrows, freed together once it is appended. */
 struct texts {
-	char *v[4];
+	char *v[8];
 	int n;
 };
 

@@ -478,7 +478,9 @@ static int clean_mcp_text(struct task *t, char **text, size_t *len, char *why, s
 static void store_result(struct tasks *ts, struct task *t)
 {
 	struct persist *p = ts->sv->persist;
-	int rc = persist_store_result(p, t, t->result_pending, t->result_pending_len);
+	int rc = persist_blob_put(p, t->result_pending, t->result_pending_len, t->pending_blob);
+	if (rc == 0)
+		t->pending_blob_bytes = t->result_pending_len;
 	if (rc == -EDQUOT) {
 		char msg[200];
 		long mb = ts->sv->cfg->server.state_max_mb;
@@ -568,8 +570,8 @@ static int on_result(struct tasks *ts, struct task *t, const msgpack_object *m, 
 		}
 		complete(ts, t, r, mcp != NULL);
 	} else {
-		free(t->result_summary);
-		t->result_summary = describe_result(v ? v : mcp);
+		free(t->pending_summary);
+		t->pending_summary = describe_result(v ? v : mcp);
 		t->result_pending = text;
 		t->result_pending_len = len;
 		t->result_pending_mcp = mcp != NULL;

@@ -119,6 +119,7 @@ void task_free(struct task *t)
 	}
 	cJSON_Delete(t->result);
 	free(t->result_summary);
+	free(t->pending_summary);
 	free(t->result_pending);
 	cJSON_Delete(t->error);
 	cJSON_Delete(t->pending_error);
@@ -250,7 +251,16 @@ static int finish_rec(struct tasks *ts, struct task *t, enum task_status st, con
 	tasks__rec_init(r, STORE_REC_FINISH, t);
 	r->u.finish.status = task_status_name(st);
 	r->u.finish.expires = r->at + (int64_t)((t->tool ? t->tool->ttl_seconds : 86400.0) * 1000.0);
-	int rc = persist_result_rec(ts->sv->persist, result, t, &texts[0], hex, &r->u.finish.result);
+	int rc = 0;
+	if (!result && t->pending_blob[0] && st == TASK_COMPLETED) {
+		/* A large result, stored already (task_frames.c store_result). */
+		memset(&r->u.finish.result, 0, sizeof r->u.finish.result);
+		r->u.finish.result.blob = t->pending_blob;
+		r->u.finish.result.bytes = (int64_t)t->pending_blob_bytes;
+		r->u.finish.result.summary = t->pending_summary ? t->pending_summary : "a JSON value";
+	} else {
+		rc = persist_result_rec(ts->sv->persist, result, t, &texts[0], hex, &r->u.finish.result);
+	}
 	if (rc < 0 && texts[0]) {
 		memset(&r->u.finish.result, 0, sizeof r->u.finish.result);
 		r->u.finish.result.text = texts[0];   /* kept in memory at least */
@@ -296,6 +306,9 @@ void tasks__finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 		persist_release_blob(ts->sv->persist, old_ckpt);
 	for (int i = 0; i < 3; i++)
 		free(texts[i]);
+	t->pending_blob[0] = 0;
+	free(t->pending_summary);
+	t->pending_summary = NULL;
 	cJSON_Delete(result);
 	cJSON_Delete(artifacts);
 	if (rc < 0)

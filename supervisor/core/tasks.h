@@ -62,6 +62,9 @@ struct task {
 	size_t result_pending_len;
 	int result_pending_mcp;
 	int result_store_tries;
+	char pending_blob[65];        /* result_pending stored as this blob, not yet in a FINISH record */
+	uint64_t pending_blob_bytes;
+	char *pending_summary;        /* the large result's description, for its FINISH record */
 	struct loop_timer *store_timer;   /* the next attempt to store result_pending */
 	int cancel_requested;
 	char *cancel_reason;

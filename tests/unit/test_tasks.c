@@ -12,6 +12,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/supervisor.h"
 #include "supervisor/core/tasks.h"
+#include "runner/sandbox/sandbox.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -53,6 +54,7 @@ static void env_close(struct env *e)
 {
 	persist_close(e->sv.persist);
 	tasks_free(e->sv.tasks);
+	sandbox_free(e->sv.sandbox);   /* made by the first job start */
 	loop_free(e->sv.loop);
 	config_free(e->sv.cfg);
 }
