@@ -134,6 +134,14 @@ static void cp_snap(struct cur *c, struct store_task *s)
 	cp_result(c, &s->result);
 }
 
+static void cp_xfer(struct cur *c, struct store_xfer *x)
+{
+	const char **str[] = { &x->h, &x->dir, &x->path, &x->want, &x->sha, &x->id.fh, &x->pub.fh, &x->psha,
+	                       &x->state, &x->msg, &x->task, &x->name, &x->status };
+	for (size_t i = 0; i < sizeof str / sizeof *str; i++)
+		*str[i] = cps(c, *str[i]);
+}
+
 /* Point every string of d (a shallow copy of a record) into c. */
 static void cp_rec(struct cur *c, struct store_rec *d)
 {
@@ -174,9 +182,11 @@ static void cp_rec(struct cur *c, struct store_rec *d)
 		break;
 	default:
 		if (STORE_REC_IS_EXT(d->type))
-			d->u.ext.payload = cp(c, d->u.ext.payload ? d->u.ext.payload : "", d->u.ext.len);
+			cp_xfer(c, &d->u.xfer);
 		break;
 	}
+	if (d->raw)
+		d->raw = cp(c, d->raw, d->raw_len);
 }
 
 size_t store_rec_size(const struct store_rec *r)

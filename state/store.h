@@ -34,10 +34,46 @@ enum store_rec_type {
 	STORE_REC_EXPIRE = 9,
 	STORE_REC_SNAP_TASK = 32,   /* a whole task, in a snapshot */
 	STORE_REC_SNAP_TOMB = 33,   /* an expired id, in a snapshot */
-	/* 64..95: records of other modules (file transfers), carried as opaque msgpack maps. */
+	/* 64..95: file transfers (struct store_xfer). */
+	STORE_REC_X_OPEN = 64, STORE_REC_X_CHUNK = 65, STORE_REC_X_END = 66, STORE_REC_X_GONE = 67,
+	STORE_REC_X_CURSOR = 68, STORE_REC_X_INTENT = 69, STORE_REC_X_ARTSHA = 70,
+	STORE_REC_X_SNAP = 80, STORE_REC_X_TOMB = 81,
 	STORE_REC_EXT_FIRST = 64, STORE_REC_EXT_LAST = 95,
 };
 #define STORE_REC_IS_EXT(t) ((t) >= STORE_REC_EXT_FIRST && (t) <= STORE_REC_EXT_LAST)
+
+/* A file or folder as a transfer names it across reboots (transfer.c struct fid). */
+struct store_fid {
+	int64_t dev, ino, fsid;
+	const char *fh;
+};
+
+/* A file transfer record (types 64..95).  Which fields a type carries:
+ *   X_OPEN    h dir path size want ow at id sha          (at: created)
+ *   X_SNAP    the X_OPEN fields, the X_INTENT ones when has_intent, touched finished cursor
+ *             loff llen state msg
+ *   X_INTENT  h pub psha (has_intent)
+ *   X_CHUNK   h off len at          X_CURSOR  h cursor at
+ *   X_END     h state sha size msg at
+ *   X_GONE, X_TOMB  h until
+ *   X_ARTSHA  task name size sha status  (an artifact's digest, computed after its task ended)
+ * Replayed strings are NULL when absent (or not strings); has_size, has_at and has_touched say
+ * whether those integers were there (their defaults depend on the transfer). */
+struct store_xfer {
+	const char *h;
+	const char *dir, *path, *want, *sha;
+	int64_t size, ow, at;
+	int has_size, has_at;
+	struct store_fid id;
+	int has_intent;
+	struct store_fid pub;
+	const char *psha;
+	int64_t touched, finished, cursor, loff, llen;
+	int has_touched;
+	const char *state, *msg;
+	int64_t off, len, until;
+	const char *task, *name, *status;
+};
 
 /* A task's checkpoint: inline bytes (has_data) or the name of the blob holding them.  Both may
  * be set on the live path (the task keeps the bytes, the record names the blob); a stored
@@ -97,8 +133,13 @@ struct store_rec {
 		struct { int64_t retries, not_before; const char *msg; } retry;
 		struct { int64_t until; } expire;        /* EXPIRE and SNAP_TOMB */
 		struct store_task snap;
-		struct { const void *payload; size_t len; } ext;
+		struct store_xfer xfer;
 	} u;
+	/* Instead of the fields: a payload already in the journal's encoding (tools and tests that
+	 * write odd records on purpose).  The journal backend appends it as it is and replays it
+	 * as typed; the memory backend refuses it (-ENOTSUP). */
+	const void *raw;
+	size_t raw_len;
 };
 
 /* Name of a record type, for humans ("created", "started", ...; "unknown"). */

@@ -205,6 +205,106 @@ static int encode(const struct store_rec *rec, struct frame_map *r)
 	}
 }
 
+/* ---- file transfer records: the keys transfer.c has always written, in its order ---------- */
+
+static void kv_s(struct frame_map *r, const char *k, const char *v)
+{
+	frame_pack_kv_str(&r->pk, k, v);   /* NULL: nil, as the records have always had it */
+}
+
+static void enc_open_fields(struct frame_map *r, const struct store_xfer *x)
+{
+	kv_s(r, "h", x->h);
+	kv_s(r, "dir", x->dir);
+	kv_s(r, "path", x->path);
+	kv_int(r, "size", x->size);
+	kv_s(r, "want", x->want);
+	kv_int(r, "ow", x->ow);
+	kv_int(r, "at", x->at);
+	kv_int(r, "dev", x->id.dev);
+	kv_int(r, "ino", x->id.ino);
+	kv_int(r, "fsid", x->id.fsid);
+	kv_s(r, "fh", x->id.fh);
+	kv_s(r, "sha", x->sha);
+}
+
+static void enc_intent(struct frame_map *r, const struct store_xfer *x)
+{
+	kv_int(r, "pdev", x->pub.dev);
+	kv_int(r, "pino", x->pub.ino);
+	kv_int(r, "pfsid", x->pub.fsid);
+	kv_s(r, "pfh", x->pub.fh);
+	kv_s(r, "psha", x->psha);
+}
+
+/* Why a switch of fixed key lists: as for task records, the format is the keys in this order. */
+static int encode_xfer(const struct store_rec *rec, struct frame_map *r)
+{
+	const struct store_xfer *x = &rec->u.xfer;
+	switch (rec->type) {
+	case STORE_REC_X_OPEN:
+		frame_map_begin(r, 12);
+		enc_open_fields(r, x);
+		return 0;
+	case STORE_REC_X_INTENT:
+		frame_map_begin(r, 6);
+		kv_s(r, "h", x->h);
+		enc_intent(r, x);
+		return 0;
+	case STORE_REC_X_CHUNK:
+		frame_map_begin(r, 4);
+		kv_s(r, "h", x->h);
+		kv_int(r, "off", x->off);
+		kv_int(r, "len", x->len);
+		kv_int(r, "at", x->at);
+		return 0;
+	case STORE_REC_X_END:
+		frame_map_begin(r, 6);
+		kv_s(r, "h", x->h);
+		kv_s(r, "state", x->state);
+		kv_s(r, "sha", x->sha);
+		kv_int(r, "size", x->size);
+		kv_s(r, "msg", x->msg);
+		kv_int(r, "at", x->at);
+		return 0;
+	case STORE_REC_X_CURSOR:
+		frame_map_begin(r, 3);
+		kv_s(r, "h", x->h);
+		kv_int(r, "cursor", x->cursor);
+		kv_int(r, "at", x->at);
+		return 0;
+	case STORE_REC_X_GONE:
+	case STORE_REC_X_TOMB:
+		frame_map_begin(r, 2);
+		kv_s(r, "h", x->h);
+		kv_int(r, "until", x->until);
+		return 0;
+	case STORE_REC_X_SNAP:
+		frame_map_begin(r, 12 + 7 + (x->has_intent ? 5 : 0));
+		enc_open_fields(r, x);
+		if (x->has_intent)
+			enc_intent(r, x);
+		kv_int(r, "touched", x->touched);
+		kv_int(r, "finished", x->finished);
+		kv_int(r, "cursor", x->cursor);
+		kv_int(r, "loff", x->loff);
+		kv_int(r, "llen", x->llen);
+		kv_s(r, "state", x->state);
+		kv_s(r, "msg", x->msg);
+		return 0;
+	case STORE_REC_X_ARTSHA:
+		frame_map_begin(r, 5);
+		kv_s(r, "t", x->task);
+		kv_s(r, "name", x->name);
+		kv_int(r, "size", x->size);
+		kv_s(r, "sha", x->sha);
+		kv_s(r, "status", x->status);
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
 static int sj_append(struct store *s, const struct store_rec *rec)
 {
 	struct store_journal *sj = (struct store_journal *)s;
@@ -212,10 +312,10 @@ static int sj_append(struct store *s, const struct store_rec *rec)
 		return -EINVAL;   /* not replayed (opened) yet */
 	if (sj->opts.read_only)
 		return -EROFS;
-	if (STORE_REC_IS_EXT(rec->type))
-		return journal_append(sj->j, (uint8_t)rec->type, rec->u.ext.payload, rec->u.ext.len);
+	if (rec->raw)
+		return journal_append(sj->j, (uint8_t)rec->type, rec->raw, rec->raw_len);
 	struct frame_map r;
-	int rc = encode(rec, &r);
+	int rc = STORE_REC_IS_EXT(rec->type) ? encode_xfer(rec, &r) : encode(rec, &r);
 	if (rc < 0)
 		return rc;
 	rc = journal_append(sj->j, (uint8_t)rec->type, r.sb.data, r.sb.size);
@@ -427,11 +527,73 @@ static int decode(struct strs *st, uint8_t type, const msgpack_object *m, struct
 	return st->oom ? -ENOMEM : 0;
 }
 
+static int64_t get_has(const msgpack_object *m, const char *k, int *has)
+{
+	int64_t v = 0;
+	*has = frame_get_int(m, k, &v) == 0;
+	return v;
+}
+
+static void get_fid(struct strs *st, const msgpack_object *m, const char *dev, const char *ino,
+                    const char *fsid, const char *fh, struct store_fid *f)
+{
+	f->dev = get_i(m, dev);
+	f->ino = get_i(m, ino);
+	f->fsid = get_i(m, fsid);
+	f->fh = get_s(st, m, fh);
+}
+
+/* Every field a transfer record of any type may hold: each type reads its own (store.h). */
+static int decode_xfer(struct strs *st, const msgpack_object *m, struct store_xfer *x)
+{
+	int has_pino;
+	x->h = get_s(st, m, "h");
+	x->dir = get_s(st, m, "dir");
+	x->path = get_s(st, m, "path");
+	x->want = get_s(st, m, "want");
+	x->sha = get_s(st, m, "sha");
+	x->size = get_has(m, "size", &x->has_size);
+	x->ow = get_i(m, "ow");
+	x->at = get_has(m, "at", &x->has_at);
+	get_fid(st, m, "dev", "ino", "fsid", "fh", &x->id);
+	get_fid(st, m, "pdev", "pino", "pfsid", "pfh", &x->pub);
+	get_has(m, "pino", &has_pino);
+	x->has_intent = has_pino && x->pub.ino != 0;
+	x->psha = get_s(st, m, "psha");
+	x->touched = get_has(m, "touched", &x->has_touched);
+	x->finished = get_i(m, "finished");
+	x->cursor = get_i(m, "cursor");
+	x->loff = get_i(m, "loff");
+	x->llen = get_i(m, "llen");
+	x->state = get_s(st, m, "state");
+	x->msg = get_s(st, m, "msg");
+	x->off = get_i(m, "off");
+	x->len = get_i(m, "len");
+	x->until = get_i(m, "until");
+	x->task = get_s(st, m, "t");
+	x->name = get_s(st, m, "name");
+	x->status = get_s(st, m, "status");
+	return st->oom ? -ENOMEM : 0;
+}
+
 struct replay {
 	store_replay_cb cb;
 	store_log_cb log;
 	void *arg;
 };
+
+static int replay_xfer(struct replay *rp, struct frame *f, struct store_rec *r, char *err, size_t errlen)
+{
+	struct strs st = { 0 };
+	int rc = decode_xfer(&st, &f->root, &r->u.xfer);
+	if (rc < 0)
+		snprintf(err, errlen, "out of memory decoding a record of type %u", (unsigned)r->type);
+	else
+		rc = rp->cb(rp->arg, r, err, errlen);
+	strs_free(&st);
+	frame_release(f);
+	return rc < 0 ? -1 : 0;
+}
 
 /* Why decode here and not in the caller: the callback sees typed records only, the same as
  * from any other backend; msgpack stays this file's business. */
@@ -443,16 +605,13 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	r.type = (enum store_rec_type)type;
 	if (type == JOURNAL_SNAPSHOT_BEGIN || type == JOURNAL_SNAPSHOT_END)
 		return 0;
-	if (STORE_REC_IS_EXT(type)) {
-		r.u.ext.payload = payload;
-		r.u.ext.len = len;
-		return rp->cb(rp->arg, &r, err, errlen);
-	}
 	struct frame f;
 	if (frame_decode(payload, len, &f) < 0) {
 		snprintf(err, errlen, "record of type %u is not a msgpack map", type);
 		return -1;
 	}
+	if (STORE_REC_IS_EXT(type))
+		return replay_xfer(rp, &f, &r, err, errlen);
 	const char *s;
 	size_t n;
 	if (frame_get_str(&f.root, "id", &s, &n) < 0 || n != 32) {

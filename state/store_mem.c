@@ -112,6 +112,8 @@ static int sm_append(struct store *s, const struct store_rec *r)
 	struct store_mem *sm = (struct store_mem *)s;
 	if (!sm->replayed)
 		return -EINVAL;
+	if (r->raw)
+		return -ENOTSUP;   /* nothing here decodes the journal's encoding */
 	int rc = take_fault(sm->m, STORE_MEM_APPEND);
 	if (rc < 0)
 		return rc;

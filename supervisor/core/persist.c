@@ -70,10 +70,17 @@ int persist_append(struct persist *p, uint8_t type, const void *payload, size_t 
 		return -EROFS;
 	if (!STORE_REC_IS_EXT(type))
 		return -EINVAL;
-	struct store_rec r = { .type = (enum store_rec_type)type };
-	r.u.ext.payload = payload;
-	r.u.ext.len = len;
-	int rc = store_append(p->s, &r);
+	struct store_rec r = { .type = (enum store_rec_type)type, .raw = payload ? payload : "", .raw_len = len };
+	return persist_append_rec(p, &r);
+}
+
+int persist_append_rec(struct persist *p, const struct store_rec *r)
+{
+	if (p->read_only)
+		return -EROFS;
+	if (!STORE_REC_IS_EXT(r->type))
+		return -EINVAL;
+	int rc = store_append(p->s, r);
 	if (rc == 0)
 		p->gen++;
 	return rc;
@@ -772,18 +779,12 @@ static void load_blobs(struct persist *p)
 	}
 }
 
-/* A record of another module (file transfers): decoded here, applied there. */
+/* A file transfer record: the transfers' business (without a transfers table, as in ops
+ * commands, only the part that changes tasks). */
 static int replay_ext(struct persist *p, const struct store_rec *r, char *err, size_t errlen)
 {
-	struct frame f;
-	if (frame_decode(r->u.ext.payload, r->u.ext.len, &f) < 0) {
-		snprintf(err, errlen, "record of type %u is not a msgpack map", (unsigned)r->type);
-		return -1;
-	}
-	int rc = p->sv->transfers ? transfer_replay(p->sv->transfers, (int)r->type, &f.root, err, errlen)
-	                          : transfer_replay_tasks(p->sv, (int)r->type, &f.root);
-	frame_release(&f);
-	return rc;
+	return p->sv->transfers ? transfer_replay(p->sv->transfers, (int)r->type, &r->u.xfer, err, errlen)
+	                        : transfer_replay_tasks(p->sv, (int)r->type, &r->u.xfer);
 }
 
 /* A record that makes a task: it must be new, and complete (task_apply says). */

@@ -35,9 +35,12 @@ enum {
 /* Checkpoints larger than this go to the blob store. */
 #define PERSIST_INLINE_CHECKPOINT 1024
 
-/* Append a record built by another module (types REC_EXT_FIRST..REC_EXT_LAST).  The payload is a
- * msgpack map.  0 or -errno. */
+/* Append a record of file transfers (types REC_EXT_FIRST..REC_EXT_LAST): persist_append_rec
+ * a typed one (transfer.c), persist_append one already encoded as the journal encodes it (a
+ * msgpack map: tests writing odd records; the journal backend only).  Not logged here; a
+ * failure is the caller's to report.  0 or -errno. */
 int persist_append(struct persist *p, uint8_t type, const void *payload, size_t len);
+int persist_append_rec(struct persist *p, const struct store_rec *r);
 
 struct persist;
 

@@ -9,6 +9,7 @@
 #include "check.h"
 #include "state/journal.h"
 #include "state/store.h"
+#include "proto/frame.h"
 
 #include <signal.h>
 #include <sys/resource.h>
@@ -68,17 +69,69 @@ static struct store *fx_replay(struct fixture *f, struct got *g, char *err, size
 
 static const struct store_answer answers[] = { { "q2", "\"second\"" }, { "q1", "{\"a\":1}" } };
 static const unsigned char ckbytes[] = { 0, 1, 2, 250, 255 };
-static const unsigned char ext_payload[] = { 0x81, 0xa1, 'h', 0xa1, 'x' };   /* {"h": "x"} */
 #define HEX "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define ID  "0123456789abcdef0123456789abcdef"
+#define SNAP_TASK_I 11   /* indexes in samples() */
+#define SNAP_TOMB_I 12
+
+/* One file transfer record of every type, with the fields it carries (store.h). */
+static size_t xfer_samples(struct store_rec *r)
+{
+	static const enum store_rec_type types[] = { STORE_REC_X_OPEN, STORE_REC_X_SNAP, STORE_REC_X_INTENT,
+		STORE_REC_X_CHUNK, STORE_REC_X_END, STORE_REC_X_CURSOR, STORE_REC_X_GONE, STORE_REC_X_TOMB,
+		STORE_REC_X_ARTSHA };
+	size_t n = sizeof types / sizeof *types;
+	memset(r, 0, n * sizeof *r);
+	for (size_t i = 0; i < n; i++) {
+		struct store_xfer *x = &r[i].u.xfer;
+		r[i].type = types[i];
+		x->h = ID;
+		switch (types[i]) {
+		case STORE_REC_X_SNAP:
+			x->has_intent = 1;
+			x->pub.dev = 7; x->pub.ino = 8; x->pub.fsid = 9; x->pub.fh = "0102"; x->psha = HEX;
+			x->touched = 11; x->has_touched = 1; x->finished = 12; x->cursor = 13; x->loff = 14;
+			x->llen = 15; x->state = "completed"; x->msg = "";
+			__attribute__((fallthrough));   /* the open fields too */
+		case STORE_REC_X_OPEN:
+			x->dir = "upload"; x->path = "/srv/in/a.bin"; x->size = 4096; x->has_size = 1;
+			x->want = ""; x->ow = 1; x->at = 10; x->has_at = 1; x->sha = HEX;
+			x->id.dev = 1; x->id.ino = 2; x->id.fsid = 3; x->id.fh = "ab01";
+			break;
+		case STORE_REC_X_INTENT:
+			x->has_intent = 1;
+			x->pub.dev = 4; x->pub.ino = 5; x->pub.fsid = 6; x->pub.fh = ""; x->psha = HEX;
+			break;
+		case STORE_REC_X_CHUNK:
+			x->off = 65536; x->len = 16384; x->at = 20; x->has_at = 1;
+			break;
+		case STORE_REC_X_END:
+			x->state = "failed"; x->sha = ""; x->size = 5; x->has_size = 1; x->msg = "sha256 mismatch";
+			x->at = 30; x->has_at = 1;
+			break;
+		case STORE_REC_X_CURSOR:
+			x->cursor = 999; x->at = 40; x->has_at = 1;
+			break;
+		case STORE_REC_X_GONE:
+		case STORE_REC_X_TOMB:
+			x->until = 50 + (int64_t)i;
+			break;
+		default:   /* ARTSHA */
+			x->h = NULL; x->task = ID; x->name = "out.txt"; x->size = 3; x->has_size = 1; x->sha = HEX;
+			x->status = "";
+			break;
+		}
+	}
+	return n;
+}
 
 /* One record of every type, every field set (the journal writes absent strings as "" or
  * "null", so the round trip is exact only for present ones). */
 static size_t samples(struct store_rec *r)
 {
 	size_t n = 0;
-	memset(r, 0, 16 * sizeof *r);
-	for (int i = 0; i < 16; i++) {
+	memset(r, 0, 13 * sizeof *r);
+	for (int i = 0; i < 13; i++) {
 		memcpy(r[i].task_id, ID, 33);
 		r[i].at = 1000 + i;
 	}
@@ -145,12 +198,7 @@ static size_t samples(struct store_rec *r)
 	r[n].type = STORE_REC_SNAP_TOMB;
 	r[n].at = 0;
 	r[n++].u.expire.until = 888;
-	r[n].type = (enum store_rec_type)70;
-	r[n].task_id[0] = 0;
-	r[n].at = 0;
-	r[n].u.ext.payload = ext_payload;
-	r[n++].u.ext.len = sizeof ext_payload;
-	return n;
+	return n + xfer_samples(r + n);
 }
 
 static int str_eq(const char *a, const char *b)
@@ -190,6 +238,24 @@ static int snap_eq(const struct store_task *a, const struct store_task *b)
 	return ok;
 }
 
+static int fid_eq(const struct store_fid *a, const struct store_fid *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->fsid == b->fsid && str_eq(a->fh, b->fh);
+}
+
+static int xfer_eq(const struct store_xfer *a, const struct store_xfer *b)
+{
+	return str_eq(a->h, b->h) && str_eq(a->dir, b->dir) && str_eq(a->path, b->path) &&
+	       str_eq(a->want, b->want) && str_eq(a->sha, b->sha) && a->size == b->size &&
+	       a->ow == b->ow && a->at == b->at && a->has_size == b->has_size && a->has_at == b->has_at &&
+	       fid_eq(&a->id, &b->id) && a->has_intent == b->has_intent && fid_eq(&a->pub, &b->pub) &&
+	       str_eq(a->psha, b->psha) && a->touched == b->touched && a->finished == b->finished &&
+	       a->cursor == b->cursor && a->loff == b->loff && a->llen == b->llen &&
+	       a->has_touched == b->has_touched && str_eq(a->state, b->state) && str_eq(a->msg, b->msg) &&
+	       a->off == b->off && a->len == b->len && a->until == b->until && str_eq(a->task, b->task) &&
+	       str_eq(a->name, b->name) && str_eq(a->status, b->status);
+}
+
 /* Why field by field: a backend that drops or renames one field must fail here, not in a
  * replay weeks later. */
 static int rec_eq(const struct store_rec *a, const struct store_rec *b)
@@ -224,7 +290,7 @@ static int rec_eq(const struct store_rec *a, const struct store_rec *b)
 	case STORE_REC_SNAP_TASK:
 		return snap_eq(&a->u.snap, &b->u.snap);
 	default:
-		return a->u.ext.len == b->u.ext.len && memcmp(a->u.ext.payload, b->u.ext.payload, a->u.ext.len) == 0;
+		return xfer_eq(&a->u.xfer, &b->u.xfer);
 	}
 }
 
@@ -234,7 +300,7 @@ static char what[800];
 /* Every record type: appended, committed, replayed equal, in order. */
 static void test_round_trip(struct tally *t, struct fixture *f)
 {
-	struct store_rec r[16];
+	struct store_rec r[32];
 	struct got g = { .n = 0 };
 	char err[512] = "";
 	size_t n = samples(r);
@@ -273,7 +339,7 @@ static void test_round_trip(struct tally *t, struct fixture *f)
  * is open. */
 static void test_snapshot(struct tally *t, struct fixture *f)
 {
-	struct store_rec r[16];
+	struct store_rec r[32];
 	struct got g = { .n = 0 };
 	char err[512] = "";
 	size_t n = samples(r);
@@ -283,7 +349,7 @@ static void test_snapshot(struct tally *t, struct fixture *f)
 		CHECK(t, 0, W("%s: open for the snapshot test: %.300s", f->backend, err));
 		return;
 	}
-	CHECK(t, store_snapshot_begin(s) == 0 && store_append(s, &r[n - 3]) == 0, W("%s: snapshot begun", f->backend));
+	CHECK(t, store_snapshot_begin(s) == 0 && store_append(s, &r[SNAP_TASK_I]) == 0, W("%s: snapshot begun", f->backend));
 	CHECK(t, store_commit(s) == -EBUSY, W("%s: no commit while a snapshot is open", f->backend));
 	store_snapshot_abort(s);
 	CHECK(t, store_commit(s) == 0, W("%s: commits work again after the abort", f->backend));
@@ -293,14 +359,14 @@ static void test_snapshot(struct tally *t, struct fixture *f)
 	got_free(&g);
 
 	int rc = store_snapshot_begin(s);
-	rc = rc ? rc : store_append(s, &r[n - 3]);   /* the task */
-	rc = rc ? rc : store_append(s, &r[n - 2]);   /* the tombstone */
+	rc = rc ? rc : store_append(s, &r[SNAP_TASK_I]);   /* the task */
+	rc = rc ? rc : store_append(s, &r[SNAP_TOMB_I]);   /* the tombstone */
 	rc = rc ? rc : store_snapshot_end(s);
 	CHECK(t, rc == 0, W("%s: snapshot of 2 records written: %d", f->backend, rc));
 	CHECK(t, store_append(s, &r[0]) == 0 && store_commit(s) == 0, W("%s: a record after it", f->backend));
 	store_close(s);
 	s = fx_replay(f, &g, err, sizeof err);
-	CHECK(t, s && g.n == 3 && rec_eq(g.v[0], &r[n - 3]) && rec_eq(g.v[1], &r[n - 2]) && rec_eq(g.v[2], &r[0]),
+	CHECK(t, s && g.n == 3 && rec_eq(g.v[0], &r[SNAP_TASK_I]) && rec_eq(g.v[1], &r[SNAP_TOMB_I]) && rec_eq(g.v[2], &r[0]),
 	      W("%s: the replay starts from the snapshot (%zu records)", f->backend, g.n));
 	got_free(&g);
 	store_close(s);
@@ -331,7 +397,7 @@ static int fail_commit(struct fixture *f, struct store *s)
 /* Nothing that failed is ever replayed; a retried commit is. */
 static void test_faults(struct tally *t, struct fixture *f)
 {
-	struct store_rec r[16];
+	struct store_rec r[32];
 	struct got g = { .n = 0 };
 	char err[512] = "";
 	samples(r);
@@ -343,10 +409,13 @@ static void test_faults(struct tally *t, struct fixture *f)
 		return;
 	}
 	/* Over the record limit: refused by both. */
-	void *big = calloc(1, JOURNAL_MAX_RECORD + 64);
-	struct store_rec huge = r[13];
-	huge.u.ext.payload = big;
-	huge.u.ext.len = JOURNAL_MAX_RECORD + 64;
+	char *big = malloc(JOURNAL_MAX_RECORD + 64);
+	struct store_rec huge = r[0];
+	if (big) {
+		memset(big, '1', JOURNAL_MAX_RECORD + 63);
+		big[JOURNAL_MAX_RECORD + 63] = 0;
+	}
+	huge.u.create.args = big;
 	size_t pend = store_pending(s);
 	CHECK(t, big && store_append(s, &huge) == -EMSGSIZE && store_pending(s) == pend,
 	      W("%s: a record over the limit is refused and nothing is pending", f->backend));
@@ -401,7 +470,7 @@ static void test_read_only(struct tally *t)
 	struct journal_opts o = { .read_only = 0 };
 	struct store *s = NULL;
 	struct got g = { .n = 0 };
-	struct store_rec r[16];
+	struct store_rec r[32];
 	samples(r);
 	store_journal_new(dir, &o, &s);
 	int rc = s ? store_replay(s, collect, NULL, &g, err, sizeof err) : -1;
@@ -421,7 +490,7 @@ static void test_read_only(struct tally *t)
 /* A copy owns all of its strings: the original's memory may go at once. */
 static void test_dup(struct tally *t)
 {
-	struct store_rec r[16];
+	struct store_rec r[32];
 	size_t n = samples(r);
 	int ok = 1;
 	for (size_t i = 0; i < n; i++) {
@@ -434,10 +503,115 @@ static void test_dup(struct tally *t)
 	CHECK(t, ok, "store_rec_dup copies every record type whole");
 }
 
+/* 1 if the bytes of m occur in a segment file under dir/journal. */
+static int in_journal(const char *dir, const struct frame_map *m)
+{
+	char path[400];
+	int found = 0;
+	snprintf(path, sizeof path, "%s/journal", dir);
+	DIR *d = opendir(path);
+	struct dirent *e;
+	while (d && !found && (e = readdir(d))) {
+		if (!strstr(e->d_name, ".seg"))
+			continue;
+		char f[700];
+		snprintf(f, sizeof f, "%s/%s", path, e->d_name);
+		FILE *fp = fopen(f, "rb");
+		static char buf[1 << 16];
+		size_t n = fp ? fread(buf, 1, sizeof buf, fp) : 0;
+		if (fp)
+			fclose(fp);
+		found = memmem(buf, n, m->sb.data, m->sb.size) != NULL;
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* The journal backend writes the payloads earlier versions wrote, byte for byte: each
+ * expected map below is packed in the order the old writers (persist.c, transfer.c) used. */
+static void test_bytes(struct tally *t)
+{
+	char dir[256], err[512] = "";
+	struct store_rec r[32];
+	struct got g = { .n = 0 };
+	samples(r);
+	check_tmpdir(dir, sizeof dir, "store-bytes");
+	struct store *s = NULL;
+	store_journal_new(dir, NULL, &s);
+	int rc = s ? store_replay(s, collect, NULL, &g, err, sizeof err) : -1;
+	for (int i = 0; rc == 0 && i < 22; i++)
+		rc = store_append(s, &r[i]);
+	rc = rc ? rc : store_commit(s);
+	store_close(s);
+	CHECK(t, rc == 0, "journal: every sample written");
+
+	struct frame_map m;
+	frame_map_begin(&m, 4);   /* CREATE */
+	frame_pack_kv_str(&m.pk, "id", ID);
+	frame_pack_kv_str(&m.pk, "tool", "report");
+	frame_pack_kv_str(&m.pk, "args", r[0].u.create.args);
+	frame_pack_kv_int(&m.pk, "at", 1000);
+	CHECK(t, in_journal(dir, &m), "a create record is written as before");
+	msgpack_sbuffer_destroy(&m.sb);
+
+	frame_map_begin(&m, 10);   /* FINISH with a blob result */
+	frame_pack_kv_str(&m.pk, "id", ID);
+	frame_pack_kv_str(&m.pk, "status", "failed");
+	frame_pack_kv_str(&m.pk, "artifacts", "null");
+	frame_pack_kv_str(&m.pk, "resultBlob", HEX);
+	frame_pack_kv_int(&m.pk, "resultBytes", 123456);
+	frame_pack_kv_str(&m.pk, "resultSummary", "an object with keys: a");
+	frame_pack_kv_int(&m.pk, "mcp", 0);
+	frame_pack_kv_str(&m.pk, "error", "{\"code\":\"job_failed\"}");
+	frame_pack_kv_int(&m.pk, "at", 1009);
+	frame_pack_kv_int(&m.pk, "expires", 6000);
+	CHECK(t, in_journal(dir, &m), "a finish record is written as before");
+	msgpack_sbuffer_destroy(&m.sb);
+
+	frame_map_begin(&m, 12);   /* X_OPEN */
+	frame_pack_kv_str(&m.pk, "h", ID);
+	frame_pack_kv_str(&m.pk, "dir", "upload");
+	frame_pack_kv_str(&m.pk, "path", "/srv/in/a.bin");
+	frame_pack_kv_int(&m.pk, "size", 4096);
+	frame_pack_kv_str(&m.pk, "want", "");
+	frame_pack_kv_int(&m.pk, "ow", 1);
+	frame_pack_kv_int(&m.pk, "at", 10);
+	frame_pack_kv_int(&m.pk, "dev", 1);
+	frame_pack_kv_int(&m.pk, "ino", 2);
+	frame_pack_kv_int(&m.pk, "fsid", 3);
+	frame_pack_kv_str(&m.pk, "fh", "ab01");
+	frame_pack_kv_str(&m.pk, "sha", HEX);
+	CHECK(t, in_journal(dir, &m), "a transfer open record is written as before");
+	msgpack_sbuffer_destroy(&m.sb);
+
+	frame_map_begin(&m, 6);   /* X_END */
+	frame_pack_kv_str(&m.pk, "h", ID);
+	frame_pack_kv_str(&m.pk, "state", "failed");
+	frame_pack_kv_str(&m.pk, "sha", "");
+	frame_pack_kv_int(&m.pk, "size", 5);
+	frame_pack_kv_str(&m.pk, "msg", "sha256 mismatch");
+	frame_pack_kv_int(&m.pk, "at", 30);
+	CHECK(t, in_journal(dir, &m), "a transfer end record is written as before");
+	msgpack_sbuffer_destroy(&m.sb);
+
+	frame_map_begin(&m, 5);   /* X_ARTSHA */
+	frame_pack_kv_str(&m.pk, "t", ID);
+	frame_pack_kv_str(&m.pk, "name", "out.txt");
+	frame_pack_kv_int(&m.pk, "size", 3);
+	frame_pack_kv_str(&m.pk, "sha", HEX);
+	frame_pack_kv_str(&m.pk, "status", "");
+	CHECK(t, in_journal(dir, &m), "an artifact digest record is written as before");
+	msgpack_sbuffer_destroy(&m.sb);
+	got_free(&g);
+	check_rm_rf(dir);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	test_dup(&t);
+	test_bytes(&t);
 	run_suite(&t, "journal");
 	run_suite(&t, "memory");
 	test_read_only(&t);
