@@ -7,7 +7,9 @@
  * state) are appended with persist_record() in the same loop turn as the change, before the
  * change is applied to the task (task_apply), and the turn's responses and job frames are held
  * back until persist_commit() has made them durable.  A record that cannot be appended is
- * reported to the caller, which then does not make the change.  While commits fail
+ * reported to the caller, which then does not make the change -- except a job's outcome
+ * (FINISH) and a retry (RETRY), which are applied in memory anyway because the job is gone;
+ * that is logged as an error.  While commits fail
  * (persist_fault), the held answers stay held until a retry succeeds, and new changes are
  * refused by the callers.  Progress is not a promise: it is coalesced per task and written
  * with the next batch. */
