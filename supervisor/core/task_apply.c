@@ -229,6 +229,25 @@ static int apply_finish(struct ap *a, char *err, size_t errlen)
 	return 0;
 }
 
+/* An artifact's digest, computed after its task ended (a file transfer record, X_ARTSHA): the
+ * artifacts of that name get sha256, or sha256Status when there is none ("failed" if the
+ * record says nothing). */
+static void apply_artsha(struct ap *a, const struct store_xfer *x)
+{
+	cJSON *art;
+	const char *status = x->status && x->status[0] ? x->status : "failed";
+	cJSON_ArrayForEach(art, a->t->artifacts) {
+		const cJSON *n = cJSON_GetObjectItem(art, "name");
+		if (!cJSON_IsString(n) || !x->name || strcmp(n->valuestring, x->name) != 0)
+			continue;
+		cJSON_DeleteItemFromObject(art, "sha256");
+		cJSON_DeleteItemFromObject(art, "sha256Status");
+		if (!(x->sha && x->sha[0] ? cJSON_AddStringToObject(art, "sha256", x->sha)
+		                          : cJSON_AddStringToObject(art, "sha256Status", status)))
+			a->oom = 1;
+	}
+}
+
 /* Why one switch: each record type changes a handful of fields, and reading them together is
  * how the lifecycle is checked.  The same code runs live and in replay. */
 int task_apply(struct task *t, const struct store_rec *r, char *err, size_t errlen)
@@ -283,6 +302,9 @@ int task_apply(struct task *t, const struct store_rec *r, char *err, size_t errl
 		break;
 	case STORE_REC_EXPIRE:
 	case STORE_REC_SNAP_TOMB:
+		break;
+	case STORE_REC_X_ARTSHA:
+		apply_artsha(&a, &r->u.xfer);
 		break;
 	default:
 		snprintf(err, errlen, "unknown record type %u (written by a newer forkpoint?)", (unsigned)r->type);

@@ -17,7 +17,9 @@
 #include "supervisor/core/tasks.h"
 
 /* Apply r to t.  CREATE and SNAP_TASK expect a blank task (task_alloc) with r's id; EXPIRE and
- * SNAP_TOMB concern the table, not a task, and change nothing here; EXT records are refused.
+ * SNAP_TOMB concern the table, not a task, and change nothing here; of the file transfer
+ * records only X_ARTSHA (an artifact's digest, for the task it names) is a task's, the others
+ * are refused.
  * 0, or -EBADMSG (a JSON value that does not parse, a missing tool or arguments, an unknown or
  * misplaced status, an unknown type) or -ENOMEM, with a message in err naming the task.  On
  * failure t may be partly changed: replay then refuses the journal, and the live path only

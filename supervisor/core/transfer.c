@@ -37,6 +37,7 @@
 #include "supervisor/mcp/facade.h"
 #include "proto/frame.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/core/task_apply.h"
 #include "supervisor/mcp/resources.h"
 #include "supervisor/core/roots.h"
 #include "proto/schema.h"
@@ -784,15 +785,13 @@ static int replay_artsha(struct supervisor *sv, const struct store_xfer *m, char
 	if (copy_fit(status, sizeof status, m->status) < 0 || !status[0])
 		snprintf(status, sizeof status, "failed");
 	struct task *t = sv->tasks ? tasks_find(sv->tasks, id) : NULL;
-	cJSON *a;
 	if (!t)
 		return 0;   /* the task expired later in the journal */
-	cJSON_ArrayForEach(a, t->artifacts) {
-		const cJSON *n = cJSON_GetObjectItem(a, "name");
-		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
-			artifact_set_sha(a, sha, status);
-	}
-	return 0;
+	struct store_rec r = { .type = STORE_REC_X_ARTSHA };
+	r.u.xfer.name = name;
+	r.u.xfer.sha = sha;
+	r.u.xfer.status = status;
+	return task_apply(t, &r, err, errlen) < 0 ? -1 : 0;
 }
 
 int transfer_replay_tasks(struct supervisor *sv, int type, const struct store_xfer *rec)
@@ -2234,17 +2233,20 @@ static void artifact_hashed(struct transfers *tr, struct hjob *j)
 		if (!cJSON_IsString(n) || strcmp(n->valuestring, j->name) != 0)
 			continue;
 		const char *status = j->rc == -EFBIG ? "skipped" : "failed";
-		artifact_set_sha(a, j->rc == 0 ? j->sha : NULL, status);
 		if (j->rc < 0)
 			fplog(&tr->sv->log, FPLOG_WARNING, t->id, "artifact %s could not be hashed: %s", j->name,
 			      j->rc == -EAGAIN ? "it changed while it was read" : strerror(-j->rc));
+		/* Recorded, then applied to the task by task_apply, as replay applies it. */
 		struct store_rec r = { .type = STORE_REC_X_ARTSHA };
+		char err[200];
 		r.u.xfer.task = t->id;
 		r.u.xfer.name = j->name;
 		r.u.xfer.size = (int64_t)j->st.st_size;
 		r.u.xfer.sha = j->rc == 0 ? j->sha : "";
 		r.u.xfer.status = j->rc == 0 ? "" : status;
 		rec_put(tr, &r);
+		if (task_apply(t, &r, err, sizeof err) < 0)
+			fplog(&tr->sv->log, FPLOG_ERROR, t->id, "%s", err);
 		return;
 	}
 }

@@ -1,7 +1,7 @@
 /* tests/unit/test_task_apply.c — live and replay build the same task.  Random record sequences
  * of the kinds the crash test produces (create, start, progress, checkpoints inline and in
  * blobs, ask and answer, retry, finish as completed / failed / cancelled with inline and blob
- * results, expiry, compactions and restarts) are applied live the way the supervisor applies
+ * results, artifact digests recorded after the finish, expiry, compactions and restarts) are applied live the way the supervisor applies
  * them (append to the store, then task_apply); at every restart the store is closed, replayed
  * into a fresh table through persist's replay, and every durable field of every task, and
  * every tombstone, must equal the live one.  Run over the journal and the memory backend.
@@ -242,6 +242,19 @@ static void op_task(struct gen *g, struct task *t)
 	struct store_rec r;
 	char buf[128];
 	if (TASK_TERMINAL(t->status)) {
+		if (t->artifacts && pick(g, 2)) {
+			/* An artifact's digest, computed after the task ended (a transfer record). */
+			struct store_rec x = { .type = STORE_REC_X_ARTSHA };
+			char err[200];
+			x.u.xfer.task = t->id;
+			x.u.xfer.name = "out.txt";
+			x.u.xfer.size = 3;
+			x.u.xfer.sha = pick(g, 2) ? "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad" : "";
+			x.u.xfer.status = x.u.xfer.sha[0] ? "" : "skipped";
+			if (persist_append_rec(g->e->sv.persist, &x) < 0 || task_apply(t, &x, err, sizeof err) < 0)
+				g->failure = "artifact digest";
+			return;
+		}
 		if (pick(g, 3) == 0)
 			op_expire(g, t);
 		return;
