@@ -518,13 +518,16 @@ void tasks_remove(struct tasks *ts, struct task *t)
 	task_free(t);
 }
 
-/* A restart from scratch: the job gets no checkpoint in its start frame. */
-static void drop_checkpoint(struct task *t)
+/* A restart from scratch (resume policy "restart"): the job gets no checkpoint in its start
+ * frame.  Applied as an empty checkpoint, not appended: the policy is applied again after
+ * every replay, so the journal need not say it. */
+static void drop_checkpoint(struct tasks *ts, struct task *t)
 {
-	free(t->checkpoint);
-	t->checkpoint = NULL;
-	t->checkpoint_len = 0;
-	t->checkpoint_blob[0] = 0;
+	struct store_rec r;
+	tasks__rec_init(&r, STORE_REC_CHECKPOINT, t);
+	r.at = t->updated_ms;
+	r.u.checkpoint.seq = t->checkpoint_seq;
+	tasks__apply_live(ts, t, &r);
 }
 
 void tasks_recover(struct tasks *ts)
@@ -543,7 +546,7 @@ void tasks_recover(struct tasks *ts)
 			 * recorded answers are replayed, so the question is not asked twice. */
 			t->was_running = 0;
 			if (t->tool && t->tool->resume == RESUME_RESTART) {
-				drop_checkpoint(t);
+				drop_checkpoint(ts, t);
 			}
 			continue;
 		}
@@ -556,7 +559,7 @@ void tasks_recover(struct tasks *ts)
 				continue;
 			}
 			if (policy == RESUME_RESTART) {
-				drop_checkpoint(t);
+				drop_checkpoint(ts, t);
 			}
 			fplog(&ts->sv->log, FPLOG_NOTICE, t->id, "resuming after a restart (%s)",
 			      policy == RESUME_CHECKPOINT && t->checkpoint ? "from its last checkpoint" : "from the start");
