@@ -99,6 +99,7 @@ static const char *cps(struct cur *c, const char *s)
 
 static void cp_ckpt(struct cur *c, struct store_checkpoint *k)
 {
+	k->owned = NULL;
 	if (k->has_data)
 		k->data = cp(c, k->data ? k->data : "", k->len);
 	else

@@ -83,6 +83,8 @@ struct store_checkpoint {
 	size_t len;
 	int has_data;
 	const char *blob;           /* sha256 hex, or NULL */
+	void *owned;                /* live path only: a malloc'd copy of data the applier takes
+	                               instead of copying; never stored (backends ignore it) */
 };
 
 /* A terminal task's result: JSON text (NULL: none), or the blob holding it. */

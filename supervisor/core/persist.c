@@ -282,6 +282,50 @@ static void release_blobs(struct persist *p)
 	p->nrelease = 0;
 }
 
+int persist_budget(const struct persist *p, size_t len)
+{
+	return budget_check(p, len);
+}
+
+int persist_checkpoint_stored(struct persist *p, struct task *t, const char *hex)
+{
+	return persist_checkpoint_rec(p, t, t->checkpoint, t->checkpoint_len, t->checkpoint_seq,
+	                              t->updated_ms, hex, NULL);
+}
+
+/* Why one function for the live checkpoint: the blob (stored by now), the record, the change
+ * to the task (task_apply) and the release of the blob it replaces must stay in this order
+ * whichever path stored the bytes (inline, or on the worker pool, ckpt.c). */
+int persist_checkpoint_rec(struct persist *p, struct task *t, const void *data, size_t len, int64_t seq,
+                           int64_t at, const char *hex, void *owned)
+{
+	char old[BLOB_HEX_LEN + 1], blob[BLOB_HEX_LEN + 1] = "", err[256];
+	memcpy(old, t->checkpoint_blob, sizeof old);
+	int rc = 0;
+	if (hex)
+		snprintf(blob, sizeof blob, "%s", hex);
+	else if (len > PERSIST_INLINE_CHECKPOINT)
+		rc = persist_blob_put(p, data, len, blob);
+	struct store_rec r;
+	rec_init(&r, STORE_REC_CHECKPOINT, t, at);
+	r.u.checkpoint.seq = seq;
+	r.u.checkpoint.ckpt.data = data;
+	r.u.checkpoint.ckpt.len = len;
+	r.u.checkpoint.ckpt.has_data = 1;
+	r.u.checkpoint.ckpt.blob = blob[0] ? blob : NULL;
+	r.u.checkpoint.ckpt.owned = owned;
+	if (rc == 0)
+		rc = persist_record(p, t, &r);
+	if (rc == 0)
+		rc = task_apply(t, &r, err, sizeof err);   /* takes owned */
+	else
+		free(owned);
+	/* Only a record in the batch can supersede the old one. */
+	if (rc == 0 && old[0] && strcmp(old, blob) != 0)
+		persist_release_blob(p, old);
+	return rc;
+}
+
 int persist_checkpoint(struct persist *p, struct task *t)
 {
 	char old[BLOB_HEX_LEN + 1];

@@ -87,6 +87,19 @@ void persist_progress(struct persist *p, struct task *t);   /* marks dirty; coal
  * before: until then a crash replays the old one), unless another task refers to it.
  * 0, -EDQUOT over server.stateDirMaxMB, or -errno. */
 int persist_checkpoint(struct persist *p, struct task *t);
+/* Checkpoints larger than this are stored as blobs. */
+/* persist_checkpoint for a checkpoint whose blob hex was already stored durably (ckpt.h, on
+ * a worker thread): only the record is written.  0 or -errno. */
+int persist_checkpoint_stored(struct persist *p, struct task *t, const char *hex);
+/* -EDQUOT if len more bytes would take the state dir over server.stateDirMaxMB, else 0. */
+int persist_budget(const struct persist *p, size_t len);
+/* The live path of a new checkpoint seq of t (data, len; at: when it came): its blob (hex, if
+ * it is stored already; else a large one is stored now), its record, then task_apply, then
+ * the replaced blob released after the commit.  owned, if not NULL, is a malloc'd copy of
+ * data the task takes instead of copying (freed on failure).  0, -EDQUOT, or -errno with the
+ * task unchanged. */
+int persist_checkpoint_rec(struct persist *p, struct task *t, const void *data, size_t len, int64_t seq,
+                           int64_t at, const char *hex, void *owned);
 int persist_asked(struct persist *p, struct task *t);
 int persist_answered(struct persist *p, struct task *t, const char *qid, const cJSON *response);
 /* Store a large result's JSON text as a blob, durably, before any record names it: sets

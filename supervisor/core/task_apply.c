@@ -102,13 +102,13 @@ static void add_answer(struct ap *a, const struct store_answer *src)
 static void set_checkpoint(struct ap *a, const struct store_checkpoint *k, int64_t seq)
 {
 	struct task *t = a->t;
-	void *copy = NULL;
+	void *copy = k->owned;
 	char blob[sizeof t->checkpoint_blob] = "";
-	if (k->has_data && !(copy = malloc(k->len ? k->len : 1))) {
+	if (k->has_data && !copy && !(copy = malloc(k->len ? k->len : 1))) {
 		a->oom = 1;
 		return;
 	}
-	if (copy)
+	if (copy && copy != k->owned)
 		memcpy(copy, k->data, k->len);
 	if (k->blob)
 		snprintf(blob, sizeof blob, "%s", k->blob);

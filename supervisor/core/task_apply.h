@@ -25,6 +25,8 @@
  * failure t may be partly changed: replay then refuses the journal, and the live path only
  * applies records it built itself. */
 int task_apply(struct task *t, const struct store_rec *r, char *err, size_t errlen);
+/* A CHECKPOINT record's ckpt.owned buffer is the task's after task_apply, also on failure
+ * (then freed): the live path may hand over a copy instead of having it made again. */
 
 /* JSON text of v for a record: *out NULL for a NULL v (stored as null), else a malloc'd
  * string.  0 or -ENOMEM (never "null" for a value that could not be printed). */

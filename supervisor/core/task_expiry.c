@@ -2,7 +2,6 @@
 #include "supervisor/core/task_expiry.h"
 
 #include <errno.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <unistd.h>
 
 #include "supervisor/core/persist.h"
+#include "supervisor/core/rmtree.h"
 #include "supervisor/core/tasks.h"
 
 struct tomb {
@@ -68,23 +68,12 @@ void task_tombs_each(const struct task_tombs *tb, void (*fn)(void *arg, const ch
 		fn(arg, b->id, b->until);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
 static void remove_task_dir(struct supervisor *sv, const char *id)
 {
 	char path[4200];
 	snprintf(path, sizeof path, "%s/tasks/%s", sv->state_dir, id);
-	/* Depth first, never following symlinks and never leaving the file system: a job may
-	 * have planted links in its work dir. */
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	/* In the background (rmtree.h): a job's output may be a large tree. */
+	rmtree_later(sv, path);
 }
 
 size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct task_tombs *tb, int64_t now)

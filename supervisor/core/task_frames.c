@@ -11,6 +11,7 @@
 
 #include "proto/frame.h"
 #include "proto/utf8.h"
+#include "supervisor/core/ckpt.h"
 #include "supervisor/core/job.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
@@ -213,31 +214,7 @@ static size_t args_packed_len(struct task *t)
 	return t->args_packed_len - 1;
 }
 
-/* A checkpoint is a promise to the job: stored (a large one as a blob, durably, first), then
- * recorded, then applied; the blob it replaces goes after the commit.  0 or -errno (-EDQUOT
- * over the state dir's budget), nothing changed on failure. */
-static int record_checkpoint(struct tasks *ts, struct task *t, const void *data, size_t len, int64_t seq)
-{
-	struct store_rec r;
-	char hex[65] = "", old[65];
-	memcpy(old, t->checkpoint_blob, sizeof old);
-	if (len > PERSIST_INLINE_CHECKPOINT) {
-		int rc = persist_blob_put(ts->sv->persist, data, len, hex);
-		if (rc < 0)
-			return rc;
-	}
-	tasks__rec_init(&r, STORE_REC_CHECKPOINT, t);
-	r.u.checkpoint.seq = seq;
-	r.u.checkpoint.ckpt.data = data;
-	r.u.checkpoint.ckpt.len = len;
-	r.u.checkpoint.ckpt.has_data = 1;
-	r.u.checkpoint.ckpt.blob = hex[0] ? hex : NULL;
-	int rc = tasks__change(ts, t, &r);
-	/* Only a record in the batch can supersede the old one. */
-	if (rc == 0 && old[0] && strcmp(old, hex) != 0)
-		persist_release_blob(ts->sv->persist, old);
-	return rc;
-}
+static void checkpoint_stored(struct task *t, size_t len, int64_t seq, int rc);
 
 static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
@@ -270,14 +247,23 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
 	}
-	int rc = record_checkpoint(ts, t, data, len, seq);
+	/* A checkpoint is a promise to the job: stored (a large one as a blob, on the worker pool),
+	 * recorded, applied; acknowledged after the commit (checkpoint_stored). */
+	ckpt_store(ts->sv, t, t->job, data, len, seq, checkpoint_stored);
+	return 0;
+}
+
+/* A checkpoint is stored and recorded (rc 0: acknowledge it after the commit) or not. */
+static void checkpoint_stored(struct task *t, size_t len, int64_t seq, int rc)
+{
+	struct tasks *ts = t->owner;
 	if (rc == -EDQUOT) {
 		char msg[200];
 		long mb = ts->sv->cfg->server.state_max_mb;
 		snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
 		         "disk budget (stateDirMaxMB %ld).", len, mb);
 		tasks__fail_limit(ts, t, msg, "stateDirMaxMB", mb);
-		return 0;
+		return;
 	}
 	if (rc < 0) {
 		/* Never tell the job a checkpoint is safe when it is not. */
@@ -285,10 +271,9 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
 		tasks__fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
 		job_kill(t->job, NULL);
-		return 0;
+		return;
 	}
 	send_checkpointed(t, seq);
-	return 0;
 }
 
 static const struct task_answer *find_answer(const struct task *t, const char *qid)

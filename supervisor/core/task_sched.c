@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "supervisor/core/inputs.h"
 #include "supervisor/core/job.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_env.h"
 #include "supervisor/core/tasks_int.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/core/workers.h"
 
 /* Positions are kept on the tasks: appending at the tail knows its position, and only a
  * departure makes them stale, so they are recomputed at most once per departure, when asked —
@@ -254,12 +256,32 @@ static void on_timeout(struct loop *l, void *arg)
 		job_kill(t->job, NULL);
 }
 
+static int spawn_job(struct tasks *ts, struct task *t);
+
+/* The input files of a task are in place (or not): its job starts now, in the slot it held. */
+static void inputs_copied(void *arg, const char *id, int rc, cJSON *env)
+{
+	struct tasks *ts = arg;
+	struct task *t = tasks_find(ts, id);
+	ts->running--;
+	if (rc == -ECANCELED || (ts->sv->workers && workers_stopping(ts->sv->workers))) {
+		cJSON_Delete(env);
+		return;   /* the server is stopping: the task starts again at the next run */
+	}
+	if (!t || TASK_TERMINAL(t->status))
+		cJSON_Delete(env);   /* cancelled meanwhile */
+	else if (rc < 0)
+		tasks__finish(ts, t, TASK_FAILED, NULL, 0, env);
+	else
+		spawn_job(ts, t);
+	tasks__start_next(ts);
+}
+
 static int start_job(struct tasks *ts, struct task *t)
 {
 	struct supervisor *sv = ts->sv;
 	const struct tool_cfg *tool = t->tool;
-	char dir[4096], work[4200], logp[4200], err[4400];
-	char **argv = NULL, **envp = NULL;
+	char work[4200], err[4400];
 	int rc;
 
 	t->queued = 0;
@@ -268,24 +290,46 @@ static int start_job(struct tasks *ts, struct task *t)
 		     "Ask the operator to restore the tool, or call another tool.");
 		return -ENOENT;
 	}
+	snprintf(work, sizeof work, "%s/tasks/%s/work", sv->state_dir, t->id);
+	if ((rc = task_env_mkdir_p(work, 0700)) < 0) {
+		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
+		start_failed(ts, t, rc, err);
+		return rc;
+	}
+	if (sv->transfers) {
+		/* Uploaded files named in the arguments are placed read-only in work/inputs/; large
+		 * copies are made on the worker pool, and the job starts once they are done. */
+		cJSON *env = NULL;
+		struct inputs *later = NULL;
+		if (transfer_prepare_args_later(sv->transfers, tool->input_schema, t->args, work,
+		                                sv->workers ? &later : NULL, &env) < 0) {
+			tasks__finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
+			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
+			return -EINVAL;
+		}
+		if (later) {
+			ts->running++;   /* the task holds its slot while its files are copied */
+			inputs_run(sv, later, t->id, inputs_copied, ts);
+			return 0;
+		}
+	}
+	return spawn_job(ts, t);
+}
+
+/* The rest of a start: argv and environment, the process, its START record and its start
+ * frame (held until the commit). */
+static int spawn_job(struct tasks *ts, struct task *t)
+{
+	struct supervisor *sv = ts->sv;
+	const struct tool_cfg *tool = t->tool;
+	char dir[4096], work[4200], logp[4200], err[4400];
+	char **argv = NULL, **envp = NULL;
+	int rc;
 	int attempt = t->attempt + 1;   /* counted once its START record is in */
 
 	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
 	snprintf(work, sizeof work, "%s/work", dir);
 	snprintf(logp, sizeof logp, "%s/output.log", dir);
-	if ((rc = task_env_mkdir_p(work, 0700)) < 0) {
-		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
-		goto fail;
-	}
-	if (sv->transfers) {
-		/* Uploaded files named in the arguments are placed read-only in work/inputs/. */
-		cJSON *env = NULL;
-		if (transfer_prepare_args(sv->transfers, tool->input_schema, t->args, work, &env) < 0) {
-			tasks__finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
-			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
-			return -EINVAL;
-		}
-	}
 	if ((rc = task_env_argv(tool, t->args, &argv)) < 0) {
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
