@@ -15,6 +15,7 @@
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 

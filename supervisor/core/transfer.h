@@ -70,13 +70,6 @@ cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *
  * {code, message, retryable, recoveryHint, param} in *err (caller frees). */
 int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args,
                           const char *work_dir, cJSON **err);
-/* After a task finishes: files the job wrote to work_dir/outputs/ become its artifacts:
- * [{name, size, sha256, uri}] sorted by name (caller frees), or NULL if none.  Only regular
- * files directly in outputs/ with one link and a valid name (res_name_ok) count, at most
- * ARTIFACTS_MAX_COUNT of them and ARTIFACTS_MAX_BYTES in all; each is made read-only.
- * (resources.c) */
-cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, const char *work_dir);
-
 /* Resources: forkpoint://tasks/{id}/result, /log, /artifacts/{name} (resources.c; the scheme is
  * in resources.h). */
 cJSON *transfer_resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg);
