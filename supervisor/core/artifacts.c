@@ -32,7 +32,7 @@ static int display_control(const unsigned char *p)
 	return p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9;
 }
 
-int res_name_ok(const char *name)
+int artifacts_name_ok(const char *name)
 {
 	size_t n = strlen(name);
 	if (n == 0 || n > NAME_MAX || name[0] == '.' || strchr(name, '/'))
@@ -55,7 +55,7 @@ static int unreserved(unsigned char c)
 	       c == '-' || c == '.' || c == '_' || c == '~';
 }
 
-int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name)
+int artifacts_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name)
 {
 	static const char hx[] = "0123456789ABCDEF";
 	if (kind == RES_RESULT)
@@ -88,7 +88,7 @@ static int hexval(char c)
 	return -1;
 }
 
-int res_uri_parse(const char *uri, struct res_uri *u)
+int artifacts_uri_parse(const char *uri, struct artifacts_uri *u)
 {
 	const char *p = uri;
 	size_t sl = strlen(RES_SCHEME "tasks/");
@@ -131,7 +131,7 @@ int res_uri_parse(const char *uri, struct res_uri *u)
 		u->name[o++] = (char)c;
 	}
 	u->name[o] = 0;
-	if (!res_name_ok(u->name))
+	if (!artifacts_name_ok(u->name))
 		return -EINVAL;
 	u->kind = RES_ARTIFACT;
 	return 0;
@@ -139,7 +139,7 @@ int res_uri_parse(const char *uri, struct res_uri *u)
 /* ---- task files -------------------------------------------------------------------------- */
 
 /* The outputs folder of a task, opened without following links. */
-int open_outputs(const struct supervisor *sv, const char *id)
+int artifacts_open_outputs(const struct supervisor *sv, const char *id)
 {
 	char dir[PATH_MAX + 64];
 	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, id);
@@ -151,7 +151,7 @@ int open_outputs(const struct supervisor *sv, const char *id)
 	return fd;
 }
 
-int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen)
+int artifacts_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen)
 {
 	uint64_t size;
 	*fd = -1;
@@ -183,7 +183,7 @@ int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat 
 	return 0;
 }
 
-int res_artifact_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
+int artifacts_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
                       char *err, size_t errlen)
 {
 	int d = -1, f = -1, rc;
@@ -197,11 +197,11 @@ int res_artifact_open(struct supervisor *sv, const char *id, const char *name, i
 		snprintf(err, errlen, "Task %s is %s; artifacts exist once it has completed.", id, task_status_name(t->status));
 		return t->status == TASK_FAILED || t->status == TASK_CANCELLED ? -ENOENT : -EAGAIN;
 	}
-	if (!res_name_ok(name)) {
+	if (!artifacts_name_ok(name)) {
 		snprintf(err, errlen, "'%.300s' is not a valid artifact name.", name);
 		return -ENOENT;
 	}
-	if ((d = open_outputs(sv, id)) < 0 ||
+	if ((d = artifacts_open_outputs(sv, id)) < 0 ||
 	    (f = roots_openat_beneath(d, name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0)) < 0 ||
 	    fstat(f, st) < 0 || !S_ISREG(st->st_mode) || st->st_nlink > 1) {
 		snprintf(err, errlen, "Task %s has no artifact named '%.300s'.", id, name);
@@ -226,7 +226,7 @@ static int cmp_name(const void *a, const void *b)
 
 /* Names of the candidate artifacts in an outputs folder, sorted (regular files with one link
  * and a valid name; the rest are skipped).  A malloc'd array of malloc'd names, or NULL. */
-char **list_outputs(int d, size_t *count, const struct fplog *lg, const char *id)
+char **artifacts_list(int d, size_t *count, const struct fplog *lg, const char *id)
 {
 	char **names = NULL;
 	size_t n = 0, cap = 0;
@@ -243,7 +243,7 @@ char **list_outputs(int d, size_t *count, const struct fplog *lg, const char *id
 		struct stat st;
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		if (!res_name_ok(de->d_name) || fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		if (!artifacts_name_ok(de->d_name) || fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISREG(st.st_mode) || st.st_nlink > 1) {
 			if (lg)
 				fplog(lg, FPLOG_NOTICE, id, "outputs: '%.200s' is not an artifact (only regular files "
@@ -269,14 +269,14 @@ char **list_outputs(int d, size_t *count, const struct fplog *lg, const char *id
 	return names;
 }
 
-void free_names(char **v, size_t n)
+void artifacts_names_free(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
 }
 
-cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, const char *work_dir)
+cJSON *artifacts_collect(struct transfers *tr, const struct task *t, const char *work_dir)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
 	char dir[PATH_MAX], uri[PATH_MAX], sha[65];
@@ -289,7 +289,7 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 	int d = base >= 0 ? roots_openat_beneath(base, "outputs", O_RDONLY | O_DIRECTORY, 0, 0) : -1;
 	if (d < 0)
 		goto out;
-	names = list_outputs(d, &n, &sv->log, t->id);
+	names = artifacts_list(d, &n, &sv->log, t->id);
 	for (size_t i = 0; i < n; i++) {
 		struct stat st;
 		if (arr && cJSON_GetArraySize(arr) >= ARTIFACTS_MAX_COUNT) {
@@ -320,7 +320,7 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		if (!arr && !(arr = cJSON_CreateArray()))
 			goto out;
 		cJSON *a = cJSON_CreateObject();
-		res_uri_format(uri, sizeof uri, RES_ARTIFACT, t->id, names[i]);
+		artifacts_uri_format(uri, sizeof uri, RES_ARTIFACT, t->id, names[i]);
 		cJSON_AddStringToObject(a, "name", names[i]);
 		cJSON_AddNumberToObject(a, "size", (double)st.st_size);
 		artifact_set_sha(a, hr == 0 ? sha : NULL, hr == ARTIFACT_SKIPPED ? "skipped" : "pending");
@@ -328,7 +328,7 @@ cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, co
 		cJSON_AddItemToArray(arr, a);
 	}
 out:
-	free_names(names, n);
+	artifacts_names_free(names, n);
 	if (d >= 0)
 		close(d);
 	if (base >= 0)

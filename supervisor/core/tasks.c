@@ -369,7 +369,7 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 		char work[4200];
 		snprintf(work, sizeof work, "%s/tasks/%s/work", ts->sv->state_dir, t->id);
 		cJSON_Delete(t->artifacts);
-		t->artifacts = transfer_collect_artifacts(ts->sv->transfers, t, work);
+		t->artifacts = artifacts_collect(ts->sv->transfers, t, work);
 	}
 	touch(t);
 	t->finished_ms = t->updated_ms;

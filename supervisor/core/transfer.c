@@ -1347,15 +1347,15 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 	char err[1000];
 	int rc;
 	if (strncmp(path, RES_SCHEME, strlen(RES_SCHEME)) == 0) {
-		struct res_uri u;
-		if (res_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
+		struct artifacts_uri u;
+		if (artifacts_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
 			*e = invalid_param("path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
 			                   "artifacts, or forkpoint://tasks/ID/result for a large result; read logs "
 			                   "with resources/read.", "Only task artifacts and results can be downloaded by URI.");
 			return -EINVAL;
 		}
-		rc = u.kind == RES_RESULT ? res_result_open(tr->sv, u.id, fd, st, err, sizeof err)
-		                          : res_artifact_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
+		rc = u.kind == RES_RESULT ? artifacts_result_open(tr->sv, u.id, fd, st, err, sizeof err)
+		                          : artifacts_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
 		if (rc < 0) {
 			*e = task_envelope("not_found", err, rc == -EAGAIN,
 				rc == -EAGAIN ? "Wait until durable_task_get shows the task completed, then open again."
@@ -2465,7 +2465,7 @@ static void rehash_artifacts(struct transfers *tr)
 			struct stat st;
 			int fd;
 			if (!cJSON_IsString(n) || !cJSON_IsString(stt) || strcmp(stt->valuestring, "pending") != 0 ||
-			    res_artifact_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
+			    artifacts_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
 				continue;
 			int rc = transfer_hash_artifact(tr, t, n->valuestring, fd, &st, sha);
 			if (rc == 0 || rc == ARTIFACT_SKIPPED || rc < 0) {
@@ -2658,8 +2658,8 @@ static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *s
 	if (download_fd(tr, path, fd, &st, abs, sizeof abs, e) < 0)
 		return -1;
 	*size = st.st_size;
-	struct res_uri u;
-	const char *b = res_uri_parse(abs, &u) == 0 ? u.name : last_name(abs);
+	struct artifacts_uri u;
+	const char *b = artifacts_uri_parse(abs, &u) == 0 ? u.name : last_name(abs);
 	size_t bl = strlen(b);
 	if (bl >= baselen) {
 		close(*fd);
@@ -2696,7 +2696,7 @@ int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args
 		if (!cJSON_IsString(v))
 			continue;
 		/* A name per argument: two arguments may name files with the same base name. */
-		if (!res_name_ok(p->string) || mkdir_at(in, p->string) < 0 ||
+		if (!artifacts_name_ok(p->string) || mkdir_at(in, p->string) < 0 ||
 		    (pd = openat(in, p->string, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 			*err = env("internal_error", 1, "Call the tool again.", "Cannot prepare the input folder for "
 			           "argument %s.", p->string);

@@ -62,7 +62,7 @@ static cJSON *entry(const struct task *t, enum res_kind kind, const char *name, 
 {
 	char uri[PATH_MAX], nm[PATH_MAX], title[600];
 	cJSON *e = cJSON_CreateObject();
-	res_uri_format(uri, sizeof uri, kind, t->id, name);
+	artifacts_uri_format(uri, sizeof uri, kind, t->id, name);
 	cJSON_AddStringToObject(e, "uri", uri);
 	snprintf(nm, sizeof nm, "%s", uri + strlen(RES_SCHEME));
 	cJSON_AddStringToObject(e, "name", nm);
@@ -94,17 +94,17 @@ static cJSON *task_entries(struct supervisor *sv, const struct task *t)
 	if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
 		cJSON_AddItemToArray(arr, entry(t, RES_LOG, NULL, "text/plain", st.st_size));
 	if (t->status == TASK_COMPLETED) {
-		int d = open_outputs(sv, t->id);
+		int d = artifacts_open_outputs(sv, t->id);
 		if (d >= 0) {
 			size_t n = 0;
-			char **names = list_outputs(d, &n, NULL, t->id);
+			char **names = artifacts_list(d, &n, NULL, t->id);
 			for (size_t i = 0; i < n && i < ARTIFACTS_MAX_COUNT; i++) {
 				int text;
 				const char *mime = res_mime_type(names[i], &text);
 				if (fstatat(d, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
 					cJSON_AddItemToArray(arr, entry(t, RES_ARTIFACT, names[i], mime, st.st_size));
 			}
-			free_names(names, n);
+			artifacts_names_free(names, n);
 			close(d);
 		}
 	}
@@ -280,7 +280,7 @@ out:
 	return r;
 }
 
-static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const char *uri, const struct res_uri *u,
+static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const char *uri, const struct artifacts_uri *u,
                             int *rpc_err, const char **msg)
 {
 	char err[600];
@@ -289,7 +289,7 @@ static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const c
 	char *enc = NULL;
 	cJSON *r = NULL;
 	int fd = -1;
-	if (res_artifact_open(sv, u->id, u->name, &fd, &st, err, sizeof err) < 0) {
+	if (artifacts_open(sv, u->id, u->name, &fd, &st, err, sizeof err) < 0) {
 		r = rpc_fail(tr, -32002, rpc_err, msg, "Resource not found: %.300s (%s)", uri, err);
 		goto out;
 	}
@@ -387,8 +387,8 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
-	struct res_uri u;
-	if (!uri || res_uri_parse(uri, &u) < 0)
+	struct artifacts_uri u;
+	if (!uri || artifacts_uri_parse(uri, &u) < 0)
 		return rpc_fail(tr, -32602, rpc_err, msg, "Invalid resource URI '%.300s': expected "
 		                RES_SCHEME "tasks/{taskId}/result, /log or /artifacts/{name}", uri ? uri : "");
 	struct task *t = tasks_find(sv->tasks, u.id);
@@ -455,7 +455,7 @@ cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
 	} else {
 		snprintf(what, sizeof what, "%s", t->result_summary ? t->result_summary : "a JSON value");
 	}
-	res_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
+	artifacts_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
 	cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;

@@ -934,7 +934,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	snprintf(p, sizeof p, "%s/tasks/%s/output.log", e->state, id);
 	static const char logtext[] = "line one\n\xff\xfe bad bytes\nline three\n";
 	check_put(p, logtext, sizeof logtext - 1);
-	cJSON *arts = transfer_collect_artifacts(v.s.transfers, tk, work);
+	cJSON *arts = artifacts_collect(v.s.transfers, tk, work);
 	CHECK(t, cJSON_GetArraySize(arts) == 3, "three artifacts: links, hidden files and folders are left out");
 	cJSON *a0 = cJSON_GetArrayItem(arts, 0);
 	char rsha[65];
@@ -1067,7 +1067,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 		check_put(pp, "x", 1);
 	}
 	struct task *tk2 = fake_task(&v, id2, TASK_COMPLETED);
-	arts = transfer_collect_artifacts(tr, tk2, w2);
+	arts = artifacts_collect(tr, tk2, w2);
 	CHECK(t, cJSON_GetArraySize(arts) == ARTIFACTS_MAX_COUNT, "artifacts are bounded in number");
 	cJSON_Delete(arts);
 	int total = 0, pages = 0;
@@ -1152,22 +1152,22 @@ static void t_speed(struct tally *t, struct env *e)
 static void t_names(struct tally *t, struct env *e)
 {
 	(void)e;
-	struct res_uri u;
+	struct artifacts_uri u;
 	static const char *const bad[] = {
 		"report\xe2\x80\xae" "fdp.exe", "a\xe2\x80\xaa" "b", "a\xe2\x80\x8f" "b", "a\xe2\x81\xa6" "b",
 		"a\xe2\x81\xa9" "b", "a\xd8\x9c" "b", "a\xc2\x80" "b", "a\xc2\x9b" "b", "a\xe2\x80\xa8" "b", "a\x1b[2Jb",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		CHECKF(t, !res_name_ok(bad[i]), "name %zu accepted", i);
-	CHECK(t, !res_name_ok(bad[0]) && !res_name_ok(bad[6]), "bidi overrides and C1 controls are refused in names");
-	CHECK(t, res_name_ok("caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6.txt") && res_name_ok("\xc2\xa0" "x") &&
-	      res_name_ok("\xe2\x80\xaf" "x") && res_name_ok("\xe2\x81\xaa" "x"),
+		CHECKF(t, !artifacts_name_ok(bad[i]), "name %zu accepted", i);
+	CHECK(t, !artifacts_name_ok(bad[0]) && !artifacts_name_ok(bad[6]), "bidi overrides and C1 controls are refused in names");
+	CHECK(t, artifacts_name_ok("caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6.txt") && artifacts_name_ok("\xc2\xa0" "x") &&
+	      artifacts_name_ok("\xe2\x80\xaf" "x") && artifacts_name_ok("\xe2\x81\xaa" "x"),
 	      "neighbouring characters (U+00A0, U+2014, U+2026, U+202F, U+206A) are fine");
-	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/r%E2%80%AEfdp.exe", &u) < 0 &&
-	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%C2%85b", &u) < 0 &&
-	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%00b", &u) < 0,
+	CHECK(t, artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/r%E2%80%AEfdp.exe", &u) < 0 &&
+	      artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%C2%85b", &u) < 0 &&
+	      artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%00b", &u) < 0,
 	      "URIs naming such artifacts (or a NUL) are refused");
-	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/caf%C3%A9.txt", &u) == 0 &&
+	CHECK(t, artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/caf%C3%A9.txt", &u) == 0 &&
 	      strcmp(u.name, "caf\xc3\xa9.txt") == 0, "an encoded plain name still parses");
 }
 
@@ -1578,7 +1578,7 @@ static void t_artifact_hash(struct tally *t, struct env *e)
 	tk->tool = config_tool(v.s.cfg, "t");
 	persist_created(v.s.persist, tk);
 	int64_t t0 = loop_now();
-	tk->artifacts = transfer_collect_artifacts(v.s.transfers, tk, work);
+	tk->artifacts = artifacts_collect(v.s.transfers, tk, work);
 	int64_t t1 = loop_now();
 	persist_finished(v.s.persist, tk);
 	persist_commit(v.s.persist);
