@@ -71,15 +71,6 @@ void artifacts_names_free(char **v, size_t n);
  * ARTIFACTS_MAX_COUNT of them and ARTIFACTS_MAX_BYTES in all; each is made read-only. */
 cJSON *artifacts_collect(struct transfers *tr, const struct task *t, const char *work_dir);
 
-/* Hash an artifact being collected (transfer.c): over server.artifactHashMaxBytes it is not
- * hashed (ARTIFACT_SKIPPED); over 1 MiB with a worker pool it is hashed there
- * (ARTIFACT_PENDING: fd is duplicated, and the digest goes into t's artifact list and the
- * journal when done); otherwise now: 0 and sha.  -errno when it cannot be read whole. */
-#define ARTIFACT_PENDING 1
-#define ARTIFACT_SKIPPED 2
-#define ARTIFACT_HASH_MAX_DEFAULT (1L << 30)
-int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
-                           const struct stat *st, char sha[65]);
 /* Set an artifact entry's "sha256", or (sha NULL or "") its "sha256Status": pending, skipped
  * or failed. */
 void artifact_set_sha(cJSON *a, const char *sha, const char *status);

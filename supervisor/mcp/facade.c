@@ -11,6 +11,7 @@
 #include "supervisor/core/persist.h"
 #include "proto/schema.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/mcp/resources.h"
 
 #define POLL_MS    1000
 #define LIST_PAGE  50
@@ -333,7 +334,7 @@ cJSON *facade_final_result(struct supervisor *sv, const struct task *t)
 	if (t->status == TASK_COMPLETED && t->result_lost)
 		return facade_result_lost(t);
 	if (result_too_large(sv, t))
-		return transfer_result_link(sv->transfers, t);
+		return resources_result_link(t);
 	if (t->status == TASK_COMPLETED && t->result_is_mcp)
 		return cJSON_Duplicate(t->result, 1);
 	if (t->status == TASK_COMPLETED) {
@@ -365,7 +366,7 @@ static cJSON *do_get(struct supervisor *sv, struct task *t)
 	if (t->status == TASK_COMPLETED && t->result_lost)
 		return facade_result_lost(t);
 	if (result_too_large(sv, t))
-		return transfer_result_link(sv->transfers, t);
+		return resources_result_link(t);
 	return facade_result(facade_view(sv, t), 0);
 }
 

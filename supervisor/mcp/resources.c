@@ -1,6 +1,6 @@
-/* supervisor/resources.c — tasks' results, logs and artifacts as MCP resources, artifact
- * collection, and the resource link that replaces a large result.  See resources.h for the
- * URI scheme and transfer.h for the entry points. */
+/* supervisor/mcp/resources.c — see resources.h: tasks' results, logs and artifacts as MCP
+ * resources, and the resource link that replaces a large result.  The artifacts themselves
+ * (names, URIs, opening, collection) are supervisor/core/artifacts.c. */
 #include "supervisor/mcp/resources.h"
 
 #include <dirent.h>
@@ -19,6 +19,7 @@
 #include "proto/frame.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/transfer.h"
 
 #define LIST_PAGE  100
@@ -126,7 +127,7 @@ static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char 
 	return NULL;
 }
 
-cJSON *transfer_resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg)
+cJSON *resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
 	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
@@ -166,7 +167,7 @@ cJSON *transfer_resources_list(struct transfers *tr, const cJSON *params, int *r
 	return r;
 }
 
-cJSON *transfer_resource_templates(struct transfers *tr)
+cJSON *resources_templates(struct transfers *tr)
 {
 	static const struct { const char *tpl, *name, *title, *desc, *mime; } v[] = {
 		{ RES_SCHEME "tasks/{taskId}/result", "task-result", "Result of a task",
@@ -384,7 +385,7 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	return r;
 }
 
-cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
+cJSON *resources_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
 	struct artifacts_uri u;
@@ -442,10 +443,9 @@ static void describe(const cJSON *v, char *buf, size_t len)
 	}
 }
 
-cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
+cJSON *resources_result_link(const struct task *t)
 {
 	char uri[200], what[1200], note[600], title[300], ts[64];
-	(void)tr;
 	size_t bytes = (size_t)t->result_bytes;
 	if (t->result) {
 		char *s = cJSON_PrintUnformatted(t->result);

@@ -1,5 +1,5 @@
-/* tests/unit/test_transfer.c — file transfers (supervisor/transfer.c) and task resources
- * (supervisor/resources.c), driven through transfer_call() with the tools' own input schemas
+/* tests/unit/test_transfer.c — file transfers (supervisor/core/transfer.c, mcp/files.c) and task resources
+ * (supervisor/mcp/resources.c), driven through files_call() with the tools' own input schemas
  * on a supervisor built by hand (loop, config, task table, journal in a temp state dir).
  *
  * Uploads: wrong offsets, a repeated chunk, a racing duplicate (same and different bytes),
@@ -30,6 +30,7 @@
 #include "state/blob.h"
 #include "supervisor/core/config.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/mcp/files.h"
 #include "supervisor/mcp/resources.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/workers.h"
@@ -114,7 +115,7 @@ static void sv_start_with(struct sv *v, const struct env *e, int pool)
 	}
 	transfers_recover(v->s.transfers);
 	v->tools = cJSON_CreateArray();
-	transfer_list_tools(v->tools);
+	files_list_tools(v->tools);
 }
 
 /* A crash: whatever was appended but not committed is lost. */
@@ -142,10 +143,10 @@ static const cJSON *schema_of(struct sv *v, const char *name)
  * server's turn hook does.  Returns structuredContent (caller frees); *is_error set. */
 static cJSON *call_nocommit(struct sv *v, const char *name, cJSON *args, int *is_error)
 {
-	cJSON *r = transfer_call(v->s.transfers, name, schema_of(v, name), args);
+	cJSON *r = files_call(v->s.transfers, name, schema_of(v, name), args);
 	cJSON_Delete(args);
 	if (!r)
-		check_die("transfer_call returned NULL");
+		check_die("files_call returned NULL");
 	cJSON *sc = cJSON_DetachItemFromObject(r, "structuredContent");
 	const cJSON *content = cJSON_GetObjectItem(r, "content");
 	const cJSON *text = cJSON_GetObjectItem(cJSON_GetArrayItem(content, 0), "text");
@@ -990,7 +991,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	struct transfers *tr = v.s.transfers;
 	int rpc = 0;
 	const char *msg = NULL;
-	cJSON *lst = transfer_resources_list(tr, NULL, &rpc, &msg);
+	cJSON *lst = resources_list(tr, NULL, &rpc, &msg);
 	cJSON *res = cJSON_GetObjectItem(lst, "resources");
 	CHECK(t, cJSON_GetArraySize(res) == 5, "resources/list: result, log and three artifacts");
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", id);
@@ -1000,44 +1001,44 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	      "then the log, text/plain with its size");
 	CHECK(t, !cJSON_GetObjectItem(lst, "nextCursor"), "no next page");
 	cJSON_Delete(lst);
-	cJSON *tpl = transfer_resource_templates(tr);
+	cJSON *tpl = resources_templates(tr);
 	CHECK(t, cJSON_GetArraySize(cJSON_GetObjectItem(tpl, "resourceTemplates")) == 3, "three resource templates");
 	cJSON_Delete(tpl);
 
-	cJSON *rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	cJSON *rd = resources_read(tr, uri, &rpc, &msg);
 	cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	cJSON *val = c0 ? cJSON_Parse(str(c0, "text")) : NULL;
 	CHECK(t, val && num(val, "rows") == 3, "resources/read of the result: its JSON");
 	cJSON_Delete(val);
 	cJSON_Delete(rd);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/log", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	CHECK(t, c0 && strstr(str(c0, "text"), "line three") && strstr(str(c0, "text"), "\xEF\xBF\xBD"),
 	      "the log as text, invalid bytes replaced");
 	cJSON_Delete(rd);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/image.png", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	CHECK(t, c0 && strcmp(str(c0, "blob"), "iVBORw0KGgoAAA==") == 0 && strcmp(str(c0, "mimeType"), "image/png") == 0,
 	      "a binary artifact as a base64 blob");
 	cJSON_Delete(rd);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/report.txt", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	CHECK(t, c0 && strcmp(str(c0, "text"), "hello report\n") == 0, "a text artifact as text");
 	cJSON_Delete(rd);
-	rd = transfer_resource_read(tr, "forkpoint://tasks/ffffffffffffffffffffffffffffffff/result", &rpc, &msg);
+	rd = resources_read(tr, "forkpoint://tasks/ffffffffffffffffffffffffffffffff/result", &rpc, &msg);
 	CHECK(t, !rd && rpc == -32002, "unknown task: -32002");
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/nope.txt", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	CHECK(t, !rd && rpc == -32002 && msg && strstr(msg, "nope.txt"), "unknown artifact: -32002 naming it");
 	const char *malformed[] = { "http://x/y", "forkpoint://tasks/123/result", "forkpoint://tasks/0123456789abcdef0123456789abcdef/other",
 	                            "forkpoint://tasks/0123456789abcdef0123456789abcdef/artifacts/../x",
 	                            "forkpoint://tasks/0123456789abcdef0123456789abcdef/artifacts/a%2Fb" };
 	int allbad = 1;
 	for (int i = 0; i < 5; i++) {
-		rd = transfer_resource_read(tr, malformed[i], &rpc, &msg);
+		rd = resources_read(tr, malformed[i], &rpc, &msg);
 		if (rd || rpc != -32602)
 			allbad = 0;
 		cJSON_Delete(rd);
@@ -1045,7 +1046,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	CHECK(t, allbad, "malformed URIs: -32602");
 
 	/* the result link */
-	cJSON *link = transfer_result_link(tr, tk);
+	cJSON *link = resources_result_link(tk);
 	cJSON *content = cJSON_GetObjectItem(link, "content");
 	cJSON *l1 = cJSON_GetArrayItem(content, 1);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", id);
@@ -1073,7 +1074,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	int total = 0, pages = 0;
 	cJSON *params = NULL;
 	for (;;) {
-		lst = transfer_resources_list(tr, params, &rpc, &msg);
+		lst = resources_list(tr, params, &rpc, &msg);
 		cJSON_Delete(params);
 		params = NULL;
 		if (!lst)
@@ -1091,7 +1092,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	}
 	CHECK(t, pages == 2 && total == 5 + 1 + ARTIFACTS_MAX_COUNT, "resources/list pages through every resource once");
 	params = cJSON_Parse("{\"cursor\":\"garbage\"}");
-	lst = transfer_resources_list(tr, params, &rpc, &msg);
+	lst = resources_list(tr, params, &rpc, &msg);
 	CHECK(t, !lst && rpc == -32602, "an invalid cursor: -32602");
 	cJSON_Delete(params);
 	sv_stop(&v);
@@ -1200,9 +1201,9 @@ static void got_drop(void *ctx)
 /* A call that may answer later; waits (on the pool's completions, not a clock) for it. */
 static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct answer *a, int wait)
 {
-	struct transfer_later later = { got_answer, got_drop, a };
+	struct files_later later = { got_answer, got_drop, a };
 	memset(a, 0, sizeof *a);
-	cJSON *r = transfer_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
+	cJSON *r = files_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
 	cJSON_Delete(args);
 	if (r) {
 		got_answer(a, r);
@@ -1449,10 +1450,10 @@ static void t_crossfs(struct tally *t, struct env *e)
 	CHECK(t, open_upload(&v, "xfs2.bin", (long long)N, sha, h, NULL) == 0, "cross-fs with a pool: an upload");
 	CHECK(t, send_range(&v, h, data, 0, N, 1048576) == 0, "cross-fs with a pool: its bytes");
 	struct answer an;
-	struct transfer_later later = { got_answer, got_drop, &an };
+	struct files_later later = { got_answer, got_drop, &an };
 	memset(&an, 0, sizeof an);
 	cJSON *args = h_args(h);
-	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_commit", schema_of(&v, "file_transfer_commit"), args, &later);
+	cJSON *r = files_call_later(v.s.transfers, "file_transfer_commit", schema_of(&v, "file_transfer_commit"), args, &later);
 	cJSON_Delete(args);
 	CHECK(t, r == NULL && !an.answered, "cross-fs with a pool: the commit answers later");
 	sc = call(&v, "file_transfer_write", write_args(h, (long long)N, data, 1), &err);
@@ -1491,11 +1492,11 @@ static void t_async(struct tally *t, struct env *e)
 	CHECK(t, open_upload(&v, "side.bin", 10, NULL, hu, NULL) == 0, "an upload to talk to meanwhile");
 
 	/* The open answers later; other calls are answered at once meanwhile. */
-	struct transfer_later later = { got_answer, got_drop, &a };
+	struct files_later later = { got_answer, got_drop, &a };
 	memset(&a, 0, sizeof a);
 	cJSON *args = open_args("download", "sparse.bin", -1, NULL);
 	int64_t t0 = loop_now();
-	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_open", schema_of(&v, "file_transfer_open"), args, &later);
+	cJSON *r = files_call_later(v.s.transfers, "file_transfer_open", schema_of(&v, "file_transfer_open"), args, &later);
 	int64_t t1 = loop_now();
 	cJSON_Delete(args);
 	CHECK(t, r == NULL && !a.answered, "a 64 MiB download open is hashed in the pool: no answer yet");
@@ -1637,13 +1638,13 @@ static void t_async_write(struct tally *t, struct env *e)
 	blob_sha256_hex(data, sizeof data, sha);
 	sv_start_pool(&v, e);
 	CHECK(t, open_upload(&v, "pipelined.bin", (long long)sizeof data, sha, h, NULL) == 0, "an upload, pool-synced");
-	struct transfer_later later[4];
+	struct files_later later[4];
 	int deferred = 1;
 	for (int i = 0; i < 3; i++) {
 		memset(&a[i], 0, sizeof a[i]);
-		later[i] = (struct transfer_later){ got_answer, got_drop, &a[i] };
+		later[i] = (struct files_later){ got_answer, got_drop, &a[i] };
 		cJSON *args = write_args(h, (long long)i * 65536, data + i * 65536, 65536);
-		cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args,
+		cJSON *r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args,
 		                               &later[i]);
 		cJSON_Delete(args);
 		deferred &= r == NULL;
@@ -1651,9 +1652,9 @@ static void t_async_write(struct tally *t, struct env *e)
 	}
 	/* a repeat of the last chunk while it is still being synced: answered after it, as a duplicate */
 	memset(&a[3], 0, sizeof a[3]);
-	later[3] = (struct transfer_later){ got_answer, got_drop, &a[3] };
+	later[3] = (struct files_later){ got_answer, got_drop, &a[3] };
 	cJSON *args = write_args(h, 2 * 65536, data + 2 * 65536, 65536);
-	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[3]);
+	cJSON *r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[3]);
 	cJSON_Delete(args);
 	CHECK(t, deferred && r == NULL, "three pipelined chunks and a repeat: answered later");
 	while (workers_pending(v.s.workers))
@@ -1680,9 +1681,9 @@ static void t_async_write(struct tally *t, struct env *e)
 	blob_sha256_hex("abcde", 5, s5);
 	CHECK(t, open_upload(&v, "behind.bin", 5, s5, h2, NULL) == 0, "an upload for a pipelined commit");
 	memset(&a[0], 0, sizeof a[0]);
-	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	later[0] = (struct files_later){ got_answer, got_drop, &a[0] };
 	args = write_args(h2, 0, (const unsigned char *)"abcde", 5);
-	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
 	cJSON_Delete(args);
 	sc = call(&v, "file_transfer_commit", h_args(h2), &err);
 	CHECK(t, r == NULL && a[0].answered == 1 && !a[0].is_error && !err && strcmp(str(sc, "sha256"), s5) == 0,
@@ -1699,9 +1700,9 @@ static void t_async_write(struct tally *t, struct env *e)
 	for (int i = 0; i < 2; i++)
 		workers_submit(v.s.workers, hold_run, hold_done, NULL);
 	memset(&a[0], 0, sizeof a[0]);
-	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	later[0] = (struct files_later){ got_answer, got_drop, &a[0] };
 	args = write_args(h, 3 * 65536, data + 3 * 65536, 65536);
-	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
 	cJSON_Delete(args);
 	CHECK(t, r == NULL, "a chunk waiting for its sync");
 	sc = call(&v, "file_transfer_status", h_args(h), &err);
