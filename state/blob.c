@@ -5,6 +5,7 @@
  * built from them, so a caller-supplied name can never reach outside blobs/.
  * Every function returns 0 / -errno (blob_exists: 1 / 0) and prints nothing. */
 #include "state/blob.h"
+#include "state/layout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +21,7 @@
 
 #include "proto/io.h"
 
-#define BLOB_DIR "blobs"
+#define BLOB_DIR LAYOUT_BLOBS
 #define TMP_PREFIX ".tmp-"
 #define HASH_BUF (1u << 20)   /* blob_sha256_fd reads this much at a time */
 
@@ -117,8 +118,7 @@ static int hex_valid(const char *hex)
 /* <state>/blobs/<first two>/<all 64> */
 static int blob_path(const char *state_dir, const char *hex, char *out, size_t outlen)
 {
-	int n = snprintf(out, outlen, "%s/" BLOB_DIR "/%.2s/%s", state_dir, hex, hex);
-	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+	return layout_blob(out, outlen, state_dir, hex);
 }
 
 static int fsync_dir(const char *path)

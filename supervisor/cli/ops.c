@@ -15,6 +15,7 @@
 #include "state/blob.h"
 #include "supervisor/mcp/facade.h"
 #include "state/journal.h"
+#include "state/layout.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/tasks.h"
 #include "proto/termsafe.h"
@@ -325,11 +326,9 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	if (t->checkpoint || t->checkpoint_blob[0]) {
 		/* Read-only views do not load blobs: take a blob's size from the file. */
 		size_t len = t->checkpoint_len;
-		struct stat bst;
-		char bpath[4400];
-		snprintf(bpath, sizeof bpath, "%s/blobs/%.2s/%s", v->sv.state_dir, t->checkpoint_blob, t->checkpoint_blob);
-		if (t->checkpoint_blob[0] && stat(bpath, &bst) == 0)
-			len = (size_t)bst.st_size;
+		uint64_t bsize;
+		if (t->checkpoint_blob[0] && blob_size(v->sv.state_dir, t->checkpoint_blob, &bsize) == 0)
+			len = (size_t)bsize;
 		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
 		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
 	}
@@ -442,7 +441,7 @@ int ops_logs(int argc, char **argv)
 	}
 	char path[4200], tid[33];
 	memcpy(tid, t->id, sizeof tid);
-	snprintf(path, sizeof path, "%s/tasks/%s/output.log", v.sv.state_dir, tid);
+	layout_task(path, sizeof path, v.sv.state_dir, tid, LAYOUT_TASK_LOG);
 	char *dir = strdup(v.sv.state_dir);
 	int terminal = TASK_TERMINAL(t->status);
 	view_close(&v);

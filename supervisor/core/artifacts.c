@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "state/blob.h"
+#include "state/layout.h"
 #include "proto/frame.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
@@ -142,11 +143,13 @@ int artifacts_uri_parse(const char *uri, struct artifacts_uri *u)
 int artifacts_open_outputs(const struct supervisor *sv, const char *id)
 {
 	char dir[PATH_MAX + 64];
-	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, id);
+	int rc = layout_task(dir, sizeof dir, sv->state_dir, id, LAYOUT_TASK_DIR);
+	if (rc < 0)
+		return rc;
 	int base = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (base < 0)
 		return -errno;
-	int fd = roots_openat_beneath(base, "work/outputs", O_RDONLY | O_DIRECTORY, 0, 0);
+	int fd = roots_openat_beneath(base, layout_task_rel(LAYOUT_TASK_OUTPUTS), O_RDONLY | O_DIRECTORY, 0, 0);
 	close(base);
 	return fd;
 }
@@ -286,7 +289,7 @@ cJSON *artifacts_collect(struct transfers *tr, const struct task *t, const char 
 	char **names = NULL;
 	snprintf(dir, sizeof dir, "%s", work_dir);
 	int base = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	int d = base >= 0 ? roots_openat_beneath(base, "outputs", O_RDONLY | O_DIRECTORY, 0, 0) : -1;
+	int d = base >= 0 ? roots_openat_beneath(base, LAYOUT_OUTPUTS, O_RDONLY | O_DIRECTORY, 0, 0) : -1;
 	if (d < 0)
 		goto out;
 	names = artifacts_list(d, &n, &sv->log, t->id);

@@ -15,6 +15,7 @@
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
+#include "state/layout.h"
 #include "supervisor/core/artifacts.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
@@ -24,7 +25,7 @@
 #define MAX_CHOICES       64
 #define MAX_PROGRESS_MSG  4096
 #define ARGS_ENV_MAX      (64u << 10)   /* larger arguments go to ARGS_FILE_NAME, not the environment */
-#define ARGS_FILE_NAME    ".forkpoint-args.json"
+#define ARGS_FILE_NAME    LAYOUT_ARGS_FILE
 #define E2BIG_HINT        "An argument placed in the tool's command line is too long (the kernel allows " \
                           "128 KiB per word); call the tool with a shorter value."
 
@@ -367,7 +368,7 @@ static void finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 	if (st == TASK_COMPLETED && ts->sv->transfers) {
 		/* Files the job left in outputs/ become the task's artifacts, listed with its result. */
 		char work[4200];
-		snprintf(work, sizeof work, "%s/tasks/%s/work", ts->sv->state_dir, t->id);
+		layout_task(work, sizeof work, ts->sv->state_dir, t->id, LAYOUT_TASK_WORK);
 		cJSON_Delete(t->artifacts);
 		t->artifacts = artifacts_collect(ts->sv->transfers, t, work);
 	}
@@ -1207,14 +1208,13 @@ static void decide_exit(struct tasks *ts, struct task *t, const struct job_exit 
  * expiry removes it all. */
 static void prune_work_dir(struct tasks *ts, const struct task *t)
 {
-	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
+	static const enum layout_task_part sub[] = { LAYOUT_TASK_INPUTS, LAYOUT_TASK_OUTPUTS, LAYOUT_TASK_WORK };
 	char path[4300];
-	snprintf(path, sizeof path, "%s/tasks/%s/work/" ARGS_FILE_NAME, ts->sv->state_dir, t->id);
-	unlink(path);   /* our copy of the arguments, if they were too large for the environment */
-	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
-		snprintf(path, sizeof path, "%s/tasks/%s/%s", ts->sv->state_dir, t->id, sub[i]);
-		rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */
-	}
+	if (layout_task(path, sizeof path, ts->sv->state_dir, t->id, LAYOUT_TASK_ARGS) == 0)
+		unlink(path);   /* our copy of the arguments, if they were too large for the environment */
+	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++)
+		if (layout_task(path, sizeof path, ts->sv->state_dir, t->id, sub[i]) == 0)
+			rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */
 }
 
 static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
@@ -1443,9 +1443,9 @@ static int start_job(struct tasks *ts, struct task *t)
 	}
 	t->attempt++;
 
-	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
-	snprintf(work, sizeof work, "%s/work", dir);
-	snprintf(logp, sizeof logp, "%s/output.log", dir);
+	layout_task(dir, sizeof dir, sv->state_dir, t->id, LAYOUT_TASK_DIR);
+	layout_task(work, sizeof work, sv->state_dir, t->id, LAYOUT_TASK_WORK);
+	layout_task(logp, sizeof logp, sv->state_dir, t->id, LAYOUT_TASK_LOG);
 	if ((rc = mkdir_p(work, 0700)) < 0) {
 		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
 		goto fail;
@@ -1819,7 +1819,8 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 static void remove_task_dir(struct tasks *ts, const char *id)
 {
 	char path[4200];
-	snprintf(path, sizeof path, "%s/tasks/%s", ts->sv->state_dir, id);
+	if (layout_task(path, sizeof path, ts->sv->state_dir, id, LAYOUT_TASK_DIR) < 0)
+		return;
 	/* Depth first, never following symlinks and never leaving the file system: a job may
 	 * have planted links in its work dir. */
 	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);

@@ -34,6 +34,7 @@
 
 #include "proto/b64.h"
 #include "state/blob.h"
+#include "state/layout.h"
 #include "proto/frame.h"
 #include "supervisor/core/artifacts.h"
 #include "supervisor/core/persist.h"
@@ -48,7 +49,7 @@
 #define CHUNK_B64_MAX   ((CHUNK_MAX + 2) / 3 * 4)
 #define XFER_MAX_BYTES  (64LL << 30)
 #define STAGE_PREFIX    ".fp-upload-"   /* reserved in roots: the commit's temporary name */
-#define STAGE_DIR       "uploads"       /* staged bytes: <state>/uploads/<handle>.part */
+#define STAGE_DIR       LAYOUT_UPLOADS  /* staged bytes: <state>/uploads/<handle>.part */
 #define FH_MAX          128             /* MAX_HANDLE_SZ */
 #define FH_HEX          (2 * (FH_MAX + 4) + 1)
 #define IO_BUF          (1 << 20)
@@ -2772,14 +2773,14 @@ int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args
 	int wd = -1, in = -1, rc = 0;
 	*err = NULL;
 	wd = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (wd < 0 || mkdir_at(wd, "inputs") < 0 || mkdir_at(wd, "outputs") < 0 ||
-	    (in = openat(wd, "inputs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+	if (wd < 0 || mkdir_at(wd, LAYOUT_INPUTS) < 0 || mkdir_at(wd, LAYOUT_OUTPUTS) < 0 ||
+	    (in = openat(wd, LAYOUT_INPUTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		fail_with(&e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
 		          "The job's work folder %s could not be prepared: %s.", work_dir, strerror(errno));
 		rc = -1;
 		goto out;
 	}
-	snprintf(inputs, sizeof inputs, "%s/inputs", work_dir);
+	snprintf(inputs, sizeof inputs, "%s/" LAYOUT_INPUTS, work_dir);
 	cJSON_ArrayForEach(p, props) {
 		const cJSON *fmt = cJSON_GetObjectItem(p, "format");
 		if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "forkpoint-upload") != 0)

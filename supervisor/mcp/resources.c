@@ -15,6 +15,7 @@
 
 #include "proto/b64.h"
 #include "state/blob.h"
+#include "state/layout.h"
 #include "supervisor/mcp/facade.h"
 #include "proto/frame.h"
 #include "supervisor/core/roots.h"
@@ -52,11 +53,6 @@ const char *res_mime_type(const char *name, int *is_text)
 	return "application/octet-stream";
 }
 
-static void task_path(const struct supervisor *sv, const char *id, const char *rest, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/tasks/%s/%s", sv->state_dir, id, rest);
-}
-
 /* ---- resources/list ---------------------------------------------------------------------- */
 
 static cJSON *entry(const struct task *t, enum res_kind kind, const char *name, const char *mime, int64_t size)
@@ -91,8 +87,7 @@ static cJSON *task_entries(struct supervisor *sv, const struct task *t)
 	if (TASK_TERMINAL(t->status))
 		cJSON_AddItemToArray(arr, entry(t, RES_RESULT, NULL, "application/json",
 		                                t->result_blob[0] && !t->result ? (int64_t)t->result_bytes : -1));
-	task_path(sv, t->id, "output.log", p, sizeof p);
-	if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+	if (layout_task(p, sizeof p, sv->state_dir, t->id, LAYOUT_TASK_LOG) == 0 && lstat(p, &st) == 0 && S_ISREG(st.st_mode))
 		cJSON_AddItemToArray(arr, entry(t, RES_LOG, NULL, "text/plain", st.st_size));
 	if (t->status == TASK_COMPLETED) {
 		int d = artifacts_open_outputs(sv, t->id);
@@ -252,8 +247,8 @@ static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *
 	unsigned char *raw = NULL;
 	char *text = NULL;
 	cJSON *r = NULL;
-	task_path(sv, id, "output.log", p, sizeof p);
-	int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = layout_task(p, sizeof p, sv->state_dir, id, LAYOUT_TASK_LOG) == 0
+	       ? open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		r = rpc_fail(tr, -32002, rpc_err, msg, "Resource not found: %.300s (the task has no output yet)", uri);
 		goto out;
