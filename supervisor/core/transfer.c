@@ -2599,10 +2599,12 @@ int transfer_status(struct transfers *tr, const char *handle, struct transfer_re
 
 /* ---- files into jobs ---------------------------------------------------------------------------- */
 
-/* Copy src (size bytes) to dirfd/name as a read-only file, atomically. */
-static int copy_in(struct transfers *tr, int src, int64_t size, int dirfd, const char *name)
+/* Copy src (size bytes) to dirfd/name as a read-only file, atomically: copy_file_range where
+ * the kernel offers it, plain reads and writes through a buffer of our own otherwise. */
+static int copy_in(int src, int64_t size, int dirfd, const char *name)
 {
 	char tmp[NAME_MAX + 16];
+	unsigned char *buf = NULL;
 	int out = -1, rc = 0;
 	snprintf(tmp, sizeof tmp, ".%.200s.tmp", name);
 	unlinkat(dirfd, tmp, 0);
@@ -2620,13 +2622,17 @@ static int copy_in(struct transfers *tr, int src, int64_t size, int dirfd, const
 				goto fail;
 			}
 			/* No copy offload here (or a short source): plain reads and writes. */
+			if (!(buf = malloc(IO_BUF))) {
+				rc = -ENOMEM;
+				goto fail;
+			}
 			while (in_off < size) {
-				ssize_t r = io_pread_upto(src, tr->buf2, IO_BUF, in_off);
+				ssize_t r = io_pread_upto(src, buf, IO_BUF, in_off);
 				if (r <= 0) {
 					rc = r < 0 ? (int)r : -EIO;
 					goto fail;
 				}
-				if ((rc = io_pwrite_full(out, tr->buf2, (size_t)r, in_off)) < 0)
+				if ((rc = io_pwrite_full(out, buf, (size_t)r, in_off)) < 0)
 					goto fail;
 				in_off += r;
 			}
@@ -2638,10 +2644,12 @@ static int copy_in(struct transfers *tr, int src, int64_t size, int dirfd, const
 		goto fail;
 	}
 	close(out);
+	free(buf);
 	return 0;
 fail:
 	close(out);
 	unlinkat(dirfd, tmp, 0);
+	free(buf);
 	return rc;
 }
 
@@ -2674,9 +2682,9 @@ static int placed_before(int pd, char *name, size_t len)
 	return found == 1 ? 0 : -ENOENT;
 }
 
-/* The source of an argument marked forkpoint-upload: a committed upload's handle, an artifact
- * URI or a path inside a root.  0 with fd/size/base name, or -1 with an envelope. */
-static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *size, char *base, size_t baselen,
+/* A handle resolves to its committed file's path, which is then opened like any path: through
+ * the roots again, so a file replaced since its commit is not taken on trust. */
+int transfer_open_input(struct transfers *tr, const char *v, int *fd, int64_t *size, char *base, size_t baselen,
                         struct transfer_error *e)
 {
 	char abs[PATH_MAX + 64];
@@ -2737,14 +2745,15 @@ static int place_input(struct transfers *tr, int in, const char *inputs, const c
 		rc = 0;   /* already placed by an earlier attempt of the same task */
 		goto out;
 	}
-	if (input_source(tr, v, &src, &size, base, sizeof base, e) < 0) {
+	if (transfer_open_input(tr, v, &src, &size, base, sizeof base, e) < 0) {
 		/* A retry or resume after the upload's record expired: an earlier attempt of this
 		 * task already holds the file. */
-		if (!(strlen(v) == 32 && is_hex(v, 32) && !find(tr, v) && placed_before(pd, base, sizeof base) == 0)) {
+		int gone = strcmp(e->code, "unknown_transfer") == 0 || strcmp(e->code, "transfer_expired") == 0;
+		if (!(gone && placed_before(pd, base, sizeof base) == 0)) {
 			snprintf(e->param, sizeof e->param, "%s", arg);
 			goto out;
 		}
-	} else if ((rc = copy_in(tr, src, size, pd, base)) < 0) {
+	} else if ((rc = copy_in(src, size, pd, base)) < 0) {
 		fail_with(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
 		          "The file for argument %s could not be copied into the job's folder: %s.", arg,
 		          strerror(-rc));

@@ -151,6 +151,12 @@ const struct roots *transfers_roots(const struct transfers *tr);
  * {code, message, retryable, recoveryHint, param} in *err (caller frees). */
 int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args,
                           const char *work_dir, cJSON **err);
+/* The file behind an input argument's value v — the handle of a committed upload, a
+ * forkpoint:// artifact URI or a path inside a file root — opened for reading: 0 with *fd,
+ * its *size and its base name (the artifact's name for a URI), or -1 with e filled
+ * (unknown_transfer or transfer_expired for a handle that names no transfer). */
+int transfer_open_input(struct transfers *tr, const char *v, int *fd, int64_t *size, char *base, size_t baselen,
+                        struct transfer_error *e);
 unsigned long transfers_deferred(const struct transfers *tr);
 
 /* Hash an artifact being collected (artifacts.c): over server.artifactHashMaxBytes it is not
