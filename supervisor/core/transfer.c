@@ -276,10 +276,8 @@ static const char *last_name(const char *path)
 
 /* Fill a failure: code, hint and a printf-style message.  No cursor, parameter or roots unless
  * the caller adds them. */
-static void fail_with(struct transfer_error *e, const char *code, int retryable, const char *hint,
-                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void fail_with(struct transfer_error *e, const char *code, int retryable, const char *hint,
-                      const char *fmt, ...)
+void transfer_error_set(struct transfer_error *e, const char *code, int retryable, const char *hint,
+                        const char *fmt, ...)
 {
 	va_list ap;
 	memset(e, 0, sizeof *e);
@@ -300,7 +298,7 @@ static void with_cursor(struct transfer_error *e, int64_t cursor)
 
 static void invalid_param(struct transfer_error *e, const char *param, const char *hint, const char *msg)
 {
-	fail_with(e, "invalid_param", 1,
+	transfer_error_set(e, "invalid_param", 1,
 		hint ? hint : "Fix the named parameter (see the tool's inputSchema) and call again.", "%s", msg);
 	snprintf(e->param, sizeof e->param, "%s", param);
 }
@@ -310,7 +308,7 @@ static void invalid_param(struct transfer_error *e, const char *param, const cha
 static void path_error(struct transfer_error *e, int rc, const char *msg)
 {
 	if (rc == -ENOENT || rc == -ENOTDIR)
-		fail_with(e, "not_found", 0,
+		transfer_error_set(e, "not_found", 0,
 			"Check the path: it is relative to the first file root, or absolute inside one of "
 			"allowedRoots. Symbolic links are not followed.", "%s", msg);
 	else
@@ -325,12 +323,12 @@ static void unknown_handle(const struct transfers *tr, const char *h, struct tra
 {
 	for (const struct xtomb *t = tr->tombs; t; t = t->next)
 		if (strcmp(t->h, h) == 0) {
-			fail_with(e, "transfer_expired", 0,
+			transfer_error_set(e, "transfer_expired", 0,
 				"Start again with file_transfer_open; transfers expire 7 days after their last use.",
 				"Transfer %s expired and was removed (with its staged bytes).", h);
 			return;
 		}
-	fail_with(e, "unknown_transfer", 0,
+	transfer_error_set(e, "unknown_transfer", 0,
 		"Check the handle (32 hex digits, as file_transfer_open returned it). If it is lost, "
 		"call file_transfer_open again with the same path, size and sha256: an unfinished "
 		"upload of that path is resumed under its old handle.",
@@ -1188,7 +1186,7 @@ static int upload_declared(int64_t size, const char *sha256, char want[65], stru
 		}
 	}
 	if (size > XFER_MAX_BYTES) {
-		fail_with(failure(r), "file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		transfer_error_set(failure(r), "file_too_large", 0, "Split the file into parts of at most 64 GiB.",
 		          "The declared size %lld is over the limit of %lld bytes.", (long long)size,
 		          (long long)XFER_MAX_BYTES);
 		return -1;
@@ -1204,7 +1202,7 @@ static int upload_destination(int dirfd, const struct roots_loc *loc, int overwr
 	if (fstatat(dirfd, loc->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return 0;
 	if (!overwrite) {
-		fail_with(failure(r), "file_exists", 0, "Choose another path, or call file_transfer_open again with "
+		transfer_error_set(failure(r), "file_exists", 0, "Choose another path, or call file_transfer_open again with "
 		          "overwrite: true to replace the file when the upload is committed.",
 		          "'%s' already exists.", loc->abs);
 		return -1;
@@ -1226,7 +1224,7 @@ static int upload_create(struct transfers *tr, int *dirfd, const struct roots_lo
 	char name[80];
 	struct xfer *x = xfer_alloc("");
 	if (!x || io_random_hex(x->h) < 0 || !(x->path = strdup(loc->abs)) || !(x->md = md_new())) {
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_open again.", "Out of memory.");
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_open again.", "Out of memory.");
 		goto fail;
 	}
 	x->dir = X_UPLOAD;
@@ -1238,7 +1236,7 @@ static int upload_create(struct transfers *tr, int *dirfd, const struct roots_lo
 	x->fd = tr->updir < 0 ? (errno = ENOENT, -1)
 	      : openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (x->fd < 0 || fid_of(*dirfd, &x->id) < 0) {
-		fail_with(failure(r), "internal_error", 1, "Tell the operator: the server's state folder must be "
+		transfer_error_set(failure(r), "internal_error", 1, "Tell the operator: the server's state folder must be "
 		          "writable. Then call file_transfer_open again.", "Cannot create the staging file for '%s' "
 		          "in %s/" STAGE_DIR ": %s.", loc->abs, tr->sv->state_dir ? tr->sv->state_dir : "(no state)",
 		          strerror(errno));
@@ -1318,7 +1316,7 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 		rc = u.kind == RES_RESULT ? artifacts_result_open(tr->sv, u.id, fd, st, err, sizeof err)
 		                          : artifacts_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
 		if (rc < 0) {
-			fail_with(e, "not_found", rc == -EAGAIN,
+			transfer_error_set(e, "not_found", rc == -EAGAIN,
 				rc == -EAGAIN ? "Wait until durable_task_get shows the task completed, then open again."
 				              : "Check the URI against the task's artifacts (durable_task_get or resources/list).",
 				"%s", err);
@@ -1470,7 +1468,7 @@ static int hash_later(const struct transfers *tr, int64_t size)
 
 static void hash_failure(const char *abs, int rc, struct transfer_reply *r)
 {
-	fail_with(failure(r), "internal_error", 1, "Call file_transfer_open again when the file is no longer "
+	transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_open again when the file is no longer "
 	          "being written.", "'%s' could not be read whole: %s.", abs,
 	          rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" :
 	          rc == -ECANCELED ? "the server is stopping" : strerror(-rc));
@@ -1484,7 +1482,7 @@ static void download_opened(struct transfers *tr, int *fd, const struct stat *st
 	if (!x || io_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
 		if (x)
 			xfer_free(x);
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_open again.", "Out of memory.");
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_open again.", "Out of memory.");
 		return;
 	}
 	memcpy(x->sha, sha, 65);
@@ -1516,7 +1514,7 @@ int transfer_open_download(struct transfers *tr, const char *path, const struct 
 	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, failure(r)) < 0)
 		goto out;
 	if (st.st_size > XFER_MAX_BYTES) {
-		fail_with(failure(r), "file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the "
+		transfer_error_set(failure(r), "file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the "
 		          "limit of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES);
 		goto out;
 	}
@@ -1553,10 +1551,10 @@ out:
 static void not_active(const struct xfer *x, struct transfer_error *e)
 {
 	if (x->state == XS_COMMITTED)
-		fail_with(e, "not_active", 0, "The upload is finished; open a new transfer to send another file.",
+		transfer_error_set(e, "not_active", 0, "The upload is finished; open a new transfer to send another file.",
 		          "Upload %s was already committed to %s.", x->h, x->path);
 	else
-		fail_with(e, "not_active", 0,
+		transfer_error_set(e, "not_active", 0,
 			x->dir == X_UPLOAD
 				? "Start over: call file_transfer_open again with the same path (and size, sha256), then "
 				  "send the file from offset 0."
@@ -1644,7 +1642,7 @@ static void ack_not_active(const struct xfer *x, struct transfer_reply *r)
 
 static void sync_failed(const struct xfer *x, struct transfer_reply *r)
 {
-	fail_with(failure(r), "internal_error", 1, "Send the chunks again from partial.cursor; if the "
+	transfer_error_set(failure(r), "internal_error", 1, "Send the chunks again from partial.cursor; if the "
 	          "disk is full, tell the operator.", "The staged bytes could not be synced.");
 	with_cursor(&r->err, x->cursor);
 }
@@ -1667,7 +1665,7 @@ static void fail_acks(struct transfers *tr, struct xfer *x, int rc)
 
 static void committing(const struct xfer *x, struct transfer_error *e)
 {
-	fail_with(e, "not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
+	transfer_error_set(e, "not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
 	          "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
 }
 
@@ -1681,7 +1679,7 @@ static int decode_chunk(struct transfers *tr, const struct xfer *x, const char *
 {
 	size_t elen = strlen(data), bad = 0;
 	if (elen > CHUNK_B64_MAX) {
-		fail_with(failure(r), "chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
+		transfer_error_set(failure(r), "chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
 			"file_transfer_write; 262144 (chunkSize) is the recommended size. Split the chunk and send "
 			"it again from the same offset.", "The chunk is %zu base64 characters, more than 1 MiB of bytes.",
 			elen);
@@ -1696,7 +1694,7 @@ static int decode_chunk(struct transfers *tr, const struct xfer *x, const char *
 		goto fail;
 	}
 	if (*n > CHUNK_MAX) {
-		fail_with(failure(r), "chunk_too_large", 1, "Send at most 1048576 bytes per write.",
+		transfer_error_set(failure(r), "chunk_too_large", 1, "Send at most 1048576 bytes per write.",
 		          "The chunk has %zd bytes, more than 1 MiB.", *n);
 		goto fail;
 	}
@@ -1723,7 +1721,7 @@ static int write_elsewhere(struct transfers *tr, struct xfer *x, int64_t off, ss
 	char hint[300];
 	snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
 	         "next; file_transfer_status always shows this offset.", (long long)x->cursor);
-	fail_with(failure(r), "offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
+	transfer_error_set(failure(r), "offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
 		(long long)x->cursor, (long long)off, off < x->cursor ? " (those bytes were already received)"
 		                                                        : " (bytes before it are missing)");
 	with_cursor(&r->err, x->cursor);
@@ -1759,13 +1757,13 @@ static int do_write(struct transfers *tr, struct xfer *x, int64_t off, const cha
 		snprintf(hint, sizeof hint, "Send at most %lld more bytes from offset %lld. If the file really is "
 		         "larger, call file_transfer_open again with the same path and the right size: that "
 		         "starts the upload over.", (long long)(x->size - x->cursor), (long long)x->cursor);
-		fail_with(failure(r), "size_mismatch", 1, hint, "The chunk would end at %lld, past the "
+		transfer_error_set(failure(r), "size_mismatch", 1, hint, "The chunk would end at %lld, past the "
 			"declared size %lld; nothing was written.", (long long)(off + n), (long long)x->size);
 		with_cursor(&r->err, x->cursor);
 		return 0;
 	}
 	if (off + n > XFER_MAX_BYTES) {
-		fail_with(failure(r), "file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		transfer_error_set(failure(r), "file_too_large", 0, "Split the file into parts of at most 64 GiB.",
 		          "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES);
 		with_cursor(&r->err, x->cursor);
 		return 0;
@@ -1795,7 +1793,7 @@ static int store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_
 	if (rc < 0) {
 		if (j)
 			free(j);   /* (not reached with an ack queued: rc is the pwrite's) */
-		fail_with(failure(r), "internal_error", 1, "Send the same chunk again later; if the disk "
+		transfer_error_set(failure(r), "internal_error", 1, "Send the same chunk again later; if the disk "
 			"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc));
 		with_cursor(&r->err, x->cursor);
 		return 0;
@@ -1877,7 +1875,7 @@ static int download_reopen(struct transfers *tr, struct xfer *x, struct transfer
 static void changed(struct transfers *tr, struct xfer *x, struct transfer_reply *r)
 {
 	fail_xfer(tr, x, "The file changed after the download was opened.");
-	fail_with(failure(r), "checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
+	transfer_error_set(failure(r), "checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
 	          "now, and start from offset 0.", "'%s' changed after the download was opened; its bytes "
 	          "no longer match sha256 %s.", x->path, x->sha);
 }
@@ -1890,7 +1888,7 @@ static int read_ready(struct transfers *tr, struct xfer *x, int64_t off, int64_t
 	struct transfer_error e;
 	if (x->ready)
 		return 0;
-	fail_with(&e, "internal_error", 1, "Call file_transfer_open again.", "The file could not be opened again.");
+	transfer_error_set(&e, "internal_error", 1, "Call file_transfer_open again.", "The file could not be opened again.");
 	int rc = download_reopen(tr, x, &e, later, off, len);
 	if (rc == 1)
 		return TRANSFER_LATER;   /* answered when the file has been hashed again */
@@ -1928,7 +1926,7 @@ static int do_read(struct transfers *tr, struct xfer *x, int64_t off, int64_t le
 	if (len < 0)
 		len = CHUNK_SIZE;
 	if (len > CHUNK_MAX) {
-		fail_with(failure(r), "chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
+		transfer_error_set(failure(r), "chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
 		          "length %lld is more than 1 MiB.", (long long)len);
 		return 0;
 	}
@@ -1948,7 +1946,7 @@ static int do_read(struct transfers *tr, struct xfer *x, int64_t off, int64_t le
 	size_t n = (size_t)(x->size - off < len ? x->size - off : len);
 	ssize_t got = io_pread_upto(x->fd, tr->buf, n, off);
 	if (got < 0) {
-		fail_with(failure(r), "internal_error", 1, "Read the same range again.", "Read failed: %s.",
+		transfer_error_set(failure(r), "internal_error", 1, "Read the same range again.", "Read failed: %s.",
 		          strerror((int)-got));
 		return 0;
 	}
@@ -2134,27 +2132,27 @@ static int commit_verify(struct transfers *tr, struct xfer *x, struct transfer_r
 		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
 		         "offset %lld (partial.cursor), then commit again.", (long long)(x->size - x->cursor),
 		         (long long)x->cursor);
-		fail_with(failure(r), "size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
+		transfer_error_set(failure(r), "size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
 			"been received; the upload stays open.", (long long)x->cursor, (long long)x->size);
 		with_cursor(&r->err, x->cursor);
 		return -1;
 	}
 	if (md_peek(x->md, sha) < 0) {
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_commit again.", "Out of memory.");
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again.", "Out of memory.");
 		return -1;
 	}
 	if (x->want[0] && strcmp(sha, x->want) != 0) {
 		char why[300];
 		snprintf(why, sizeof why, "The received bytes have sha256 %s, not the declared %s.", sha, x->want);
 		fail_xfer(tr, x, why);
-		fail_with(failure(r), "checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
+		transfer_error_set(failure(r), "checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
 			"the declared sha256 against the file, then call file_transfer_open again with the same path, "
 			"size and sha256 and send the whole file from offset 0.", "%s", why);
 		return -1;
 	}
 	memcpy(x->sha, sha, sizeof sha);
 	if (fsync(x->fd) < 0) {
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The staged bytes could not be synced: %s.", strerror(errno));
 		return -1;
 	}
@@ -2205,16 +2203,16 @@ static void finish_commit(struct transfers *tr, struct xfer *x, struct transfer_
 {
 	int rc = commit_publish(tr, x);
 	if (rc == -EEXIST)
-		fail_with(failure(r), "file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
+		transfer_error_set(failure(r), "file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
 			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
 			"'%s' appeared while the upload was running; the upload stays open and nothing was replaced.",
 			x->path);
 	else if (rc == -ESTALE)
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
 			"writes to the destination folder meanwhile.", "Something replaced '%s' while the upload was being "
 			"moved into place; the file there is not the upload's.", x->path);
 	else if (rc < 0)
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The file could not be moved into place: %s.", strerror(-rc));
 	if (rc < 0)
 		return;
@@ -2334,7 +2332,7 @@ static void copied(struct transfers *tr, struct hjob *j, struct transfer_reply *
 	}
 	x->committing = 0;
 	if (j->rc < 0) {
-		fail_with(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The file could not be copied into place: %s.",
 			j->rc == -EIO ? "the copy did not read back as the same bytes" : strerror(-j->rc));
 		return;
@@ -2554,7 +2552,7 @@ static int dispatch_write(struct transfers *tr, const char *h, int64_t off, cons
 	if (x->rehashing) {
 		if (later && wait_rehash(tr, x, commit, off, data, later) == 0)
 			return TRANSFER_LATER;
-		fail_with(failure(r), "not_active", 1, "Call again in a moment: the upload's staged bytes are "
+		transfer_error_set(failure(r), "not_active", 1, "Call again in a moment: the upload's staged bytes are "
 			"being checked after a restart.", "Upload %s is being checked after a restart.", x->h);
 		with_cursor(&r->err, x->cursor);
 		return 0;
@@ -2702,7 +2700,7 @@ int transfer_open_input(struct transfers *tr, const char *v, int *fd, int64_t *s
 			return -1;
 		}
 		if (x->state != XS_COMMITTED) {
-			fail_with(e, "not_active", 1, "Call file_transfer_commit with the handle first, then call the tool "
+			transfer_error_set(e, "not_active", 1, "Call file_transfer_commit with the handle first, then call the tool "
 			          "again.", "Upload %s is not committed yet.", x->h);
 			return -1;
 		}
@@ -2736,7 +2734,7 @@ static int place_input(struct transfers *tr, int in, const char *inputs, const c
 	/* A name per argument: two arguments may name files with the same base name. */
 	if (!artifacts_name_ok(arg) || mkdir_at(in, arg) < 0 ||
 	    (pd = openat(in, arg, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		fail_with(e, "internal_error", 1, "Call the tool again.", "Cannot prepare the input folder for "
+		transfer_error_set(e, "internal_error", 1, "Call the tool again.", "Cannot prepare the input folder for "
 		          "argument %s.", arg);
 		goto out;
 	}
@@ -2754,7 +2752,7 @@ static int place_input(struct transfers *tr, int in, const char *inputs, const c
 			goto out;
 		}
 	} else if ((rc = copy_in(src, size, pd, base)) < 0) {
-		fail_with(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+		transfer_error_set(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
 		          "The file for argument %s could not be copied into the job's folder: %s.", arg,
 		          strerror(-rc));
 		rc = -1;
@@ -2784,7 +2782,7 @@ int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args
 	wd = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (wd < 0 || mkdir_at(wd, LAYOUT_INPUTS) < 0 || mkdir_at(wd, LAYOUT_OUTPUTS) < 0 ||
 	    (in = openat(wd, LAYOUT_INPUTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		fail_with(&e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+		transfer_error_set(&e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
 		          "The job's work folder %s could not be prepared: %s.", work_dir, strerror(errno));
 		rc = -1;
 		goto out;

@@ -133,6 +133,9 @@ int transfer_commit(struct transfers *tr, const char *handle, const struct trans
 /* Where a transfer stands; always answers at once. */
 int transfer_status(struct transfers *tr, const char *handle, struct transfer_reply *reply);
 
+/* Fill e: code, hint and a printf-style message; no parameter, cursor or roots. */
+void transfer_error_set(struct transfer_error *e, const char *code, int retryable, const char *hint,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* The task-error envelope {code, message, retryable, recoveryHint, param?, partial?,
  * allowedRoots?} for e (task_envelope; caller frees), as task records and tool errors carry
  * it.  roots: the file roots to list when e->roots is set (may be NULL). */
