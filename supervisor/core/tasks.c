@@ -17,6 +17,7 @@
 #include "supervisor/core/persist.h"
 #include "state/layout.h"
 #include "supervisor/core/artifacts.h"
+#include "supervisor/core/inputs.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
 

@@ -144,16 +144,6 @@ cJSON *transfer_error_envelope(const struct transfer_error *e, const struct root
 /* The file roots of a transfers table (server.fileRoots), for such envelopes. */
 const struct roots *transfers_roots(const struct transfers *tr);
 
-/* Files in and out of jobs.
- * transfer_prepare_args: creates work_dir/inputs/ and work_dir/outputs/; then for every argument
- * whose property schema has "format":"forkpoint-upload", the value (the handle of a committed
- * upload, a path inside a file root, or a forkpoint:// artifact URI) is replaced by the path of a
- * read-only copy placed at work_dir/inputs/<argument>/<file name>.  Safe to call at every start
- * of the same task: a value already pointing into inputs/ is left alone, and a handle that has
- * expired meanwhile falls back to the copy an earlier attempt made.  0, or -1 with an envelope
- * {code, message, retryable, recoveryHint, param} in *err (caller frees). */
-int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args,
-                          const char *work_dir, cJSON **err);
 /* The file behind an input argument's value v — the handle of a committed upload, a
  * forkpoint:// artifact URI or a path inside a file root — opened for reading: 0 with *fd,
  * its *size and its base name (the artifact's name for a URI), or -1 with e filled

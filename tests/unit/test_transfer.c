@@ -13,6 +13,7 @@
  * templates, resources/read, the result link.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "supervisor/core/transfer.h"
+#include "supervisor/core/inputs.h"
 
 #include <errno.h>
 #include <fcntl.h>
