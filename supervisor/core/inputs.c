@@ -149,8 +149,8 @@ out:
 }
 
 /* inputs/ and outputs/ first (the job finds both), then every marked argument's file. */
-int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                          cJSON **err)
+int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                   cJSON **err)
 {
 	char inputs[PATH_MAX];
 	const cJSON *props = cJSON_GetObjectItem(schema, "properties");

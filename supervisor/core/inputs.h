@@ -9,14 +9,14 @@
 
 struct transfers;
 
-/* transfer_prepare_args: creates work_dir/inputs/ and work_dir/outputs/; then for every argument
+/* inputs_prepare: creates work_dir/inputs/ and work_dir/outputs/; then for every argument
  * whose property schema has "format":"forkpoint-upload", the value (the handle of a committed
  * upload, a path inside a file root, or a forkpoint:// artifact URI) is replaced by the path of a
  * read-only copy placed at work_dir/inputs/<argument>/<file name>.  Safe to call at every start
  * of the same task: a value already pointing into inputs/ is left alone, and a handle that has
  * expired meanwhile falls back to the copy an earlier attempt made.  0, or -1 with an envelope
  * {code, message, retryable, recoveryHint, param} in *err (caller frees). */
-int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args,
-                          const char *work_dir, cJSON **err);
+int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args,
+                   const char *work_dir, cJSON **err);
 
 #endif

@@ -1454,7 +1454,7 @@ static int start_job(struct tasks *ts, struct task *t)
 	if (sv->transfers) {
 		/* Uploaded files named in the arguments are placed read-only in work/inputs/. */
 		cJSON *env = NULL;
-		if (transfer_prepare_args(sv->transfers, tool->input_schema, t->args, work, &env) < 0) {
+		if (inputs_prepare(sv->transfers, tool->input_schema, t->args, work, &env) < 0) {
 			finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
 			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
 			return -EINVAL;

@@ -9,7 +9,7 @@
  * cut, hash rebuilt once) then resume and commit with the right sha256; a lost handle found
  * again by opening the same path; compaction.  Downloads: ranges, sequential reads to eof,
  * whole-file sha256, a file changed under an open download.  Expiry and staging cleanup.
- * Files into jobs (transfer_prepare_args), artifacts, resources/list (with pagination),
+ * Files into jobs (inputs_prepare), artifacts, resources/list (with pagination),
  * templates, resources/read, the result link.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "supervisor/core/transfer.h"
@@ -893,14 +893,14 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	cJSON_AddStringToObject(args, "data", h);
 	cJSON_AddStringToObject(args, "other", h);
 	cJSON *env = NULL;
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == -1 && env &&
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == -1 && env &&
 	      strcmp(str(env, "code"), "not_active") == 0 && strcmp(str(env, "param"), "data") == 0,
 	      "an uncommitted upload as input: not_active naming the argument");
 	cJSON_Delete(env);
 	CHECK(t, send_range(&v, h, (const unsigned char *)"a,b\n1,2\n3,4\n", 0, 12, 12) == 0, "input bytes");
 	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
 	cJSON_Delete(sc);
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == 0, "a committed upload as input");
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == 0, "a committed upload as input");
 	snprintf(p, sizeof p, "%s/inputs/data/input.csv", work);
 	CHECK(t, strcmp(str(args, "data"), p) == 0, "the argument now holds the path of the copy");
 	CHECK(t, strcmp(str(args, "other"), h) == 0, "arguments without the format are left alone");
@@ -908,17 +908,17 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	CHECK(t, stat(p, &st) == 0 && (st.st_mode & 0777) == 0444 && st.st_size == 12, "the copy is read-only and whole");
 	snprintf(q, sizeof q, "%s/outputs", work);
 	CHECK(t, stat(q, &st) == 0 && S_ISDIR(st.st_mode), "outputs/ is created for the job");
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
 	      "preparing the same arguments again changes nothing");
 	cJSON_Delete(args);
 	args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "data", "input.csv");
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
 	      "a path inside the roots works as input too");
 	cJSON_Delete(args);
 	args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "data", "../outside/secret");
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == -1 &&
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == -1 &&
 	      strcmp(str(env, "code"), "invalid_param") == 0, "a path outside the roots is refused as input");
 	cJSON_Delete(env);
 	cJSON_Delete(args);
@@ -982,7 +982,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	args = cJSON_CreateObject();
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/with%%20space.json", id);
 	cJSON_AddStringToObject(args, "data", uri);
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work2, &env) == 0, "an artifact URI as input");
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work2, &env) == 0, "an artifact URI as input");
 	snprintf(p, sizeof p, "%s/inputs/data/with space.json", work2);
 	CHECK(t, strcmp(str(args, "data"), p) == 0 && access(p, R_OK) == 0, "placed under its decoded name");
 	cJSON_Delete(args);
