@@ -339,3 +339,12 @@ out:
 	return arr;
 }
 
+void artifact_set_sha(cJSON *a, const char *sha, const char *status)
+{
+	cJSON_DeleteItemFromObject(a, "sha256");
+	cJSON_DeleteItemFromObject(a, "sha256Status");
+	if (sha && *sha)
+		cJSON_AddStringToObject(a, "sha256", sha);
+	else
+		cJSON_AddStringToObject(a, "sha256Status", status);
+}

@@ -2495,16 +2495,6 @@ int transfer_hash_artifact(struct transfers *tr, const struct task *t, const cha
 	return hash_file(NULL, fd, st->st_size, st, sha);
 }
 
-void artifact_set_sha(cJSON *a, const char *sha, const char *status)
-{
-	cJSON_DeleteItemFromObject(a, "sha256");
-	cJSON_DeleteItemFromObject(a, "sha256Status");
-	if (sha && *sha)
-		cJSON_AddStringToObject(a, "sha256", sha);
-	else
-		cJSON_AddStringToObject(a, "sha256Status", status);
-}
-
 /* After a restart: artifacts whose hashing was cut short are hashed again. */
 static void rehash_artifacts(struct transfers *tr)
 {
