@@ -1141,7 +1141,7 @@ static void t_speed(struct tally *t, struct env *e)
 	}
 	double t5 = check_now();
 	close(fd);
-	printf("# upload through transfer_call: %.0f MiB/s; base64+sha256 alone: %.0f MiB/s; "
+	printf("# upload through files_call: %.0f MiB/s; base64+sha256 alone: %.0f MiB/s; "
 	       "pwrite+fdatasync of a 256 KiB chunk: %.2f ms\n", 16 / (t1 - t0), 16 / (t3 - t2), (t5 - t4) * 1000 / 16);
 	free(enc);
 	free(dec);
