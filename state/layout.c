@@ -30,6 +30,7 @@ static int build(char *buf, size_t len, const char *fmt, ...)
 	return 0;
 }
 
+/* A top-level folder of the state dir. */
 int layout_dir(char *buf, size_t len, const char *state_dir, const char *top)
 {
 	if (!name_ok(top)) {
@@ -40,6 +41,7 @@ int layout_dir(char *buf, size_t len, const char *state_dir, const char *top)
 	return build(buf, len, "%s/%s", state_dir, top);
 }
 
+/* The one table of a task folder's parts; layout_task builds on it. */
 const char *layout_task_rel(enum layout_task_part part)
 {
 	switch (part) {
@@ -52,6 +54,7 @@ const char *layout_task_rel(enum layout_task_part part)
 	}
 }
 
+/* The id is checked, not trusted: it comes from the journal and from clients' URIs. */
 int layout_task(char *buf, size_t len, const char *state_dir, const char *id, enum layout_task_part part)
 {
 	const char *rel = layout_task_rel(part);
@@ -65,6 +68,7 @@ int layout_task(char *buf, size_t len, const char *state_dir, const char *id, en
 	return build(buf, len, "%s/" LAYOUT_TASKS "/%s/%s", state_dir, id, rel);
 }
 
+/* Blobs fan out over 256 folders by their first two hex digits, so no folder grows huge. */
 int layout_blob(char *buf, size_t len, const char *state_dir, const char *hex)
 {
 	if (!name_ok(hex) || strlen(hex) < 2) {

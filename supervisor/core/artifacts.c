@@ -33,6 +33,8 @@ static int display_control(const unsigned char *p)
 	return p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9;
 }
 
+/* Names reach file systems, URIs and a model's screen: besides what a file system refuses,
+ * names that hide a dot file or render as another name are refused (display_control). */
 int artifacts_name_ok(const char *name)
 {
 	size_t n = strlen(name);
@@ -56,6 +58,8 @@ static int unreserved(unsigned char c)
 	       c == '-' || c == '.' || c == '_' || c == '~';
 }
 
+/* Artifact names are percent-encoded so that any valid name makes a URI that parses back to
+ * it (artifacts_uri_parse). */
 int artifacts_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name)
 {
 	static const char hx[] = "0123456789ABCDEF";
@@ -78,6 +82,7 @@ int artifacts_uri_format(char *buf, size_t len, enum res_kind kind, const char *
 	return snprintf(buf, len, RES_SCHEME "tasks/%s/artifacts/%s", id, enc);
 }
 
+/* One hex digit's value, or -1. */
 static int hexval(char c)
 {
 	if (c >= '0' && c <= '9')
@@ -89,6 +94,8 @@ static int hexval(char c)
 	return -1;
 }
 
+/* Strict on purpose: a URI is a client's input and names files under the state dir, so
+ * anything but the three shapes, a lowercase id and a valid decoded name is refused. */
 int artifacts_uri_parse(const char *uri, struct artifacts_uri *u)
 {
 	const char *p = uri;
@@ -154,6 +161,8 @@ int artifacts_open_outputs(const struct supervisor *sv, const char *id)
 	return fd;
 }
 
+/* A large result lives in the blob store; a missing or damaged blob marks the task's result
+ * lost (task_lost from then on) instead of serving other bytes. */
 int artifacts_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen)
 {
 	uint64_t size;
@@ -186,6 +195,8 @@ int artifacts_result_open(struct supervisor *sv, const char *id, int *fd, struct
 	return 0;
 }
 
+/* Opened beneath the task's outputs folder without following links, and only a regular file
+ * with one link: the job wrote that folder and may have planted links or hard links there. */
 int artifacts_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
                       char *err, size_t errlen)
 {
@@ -279,6 +290,8 @@ void artifacts_names_free(char **v, size_t n)
 	free(v);
 }
 
+/* Runs as the task finishes, on the loop: listing and fchmod are cheap, hashing a large file
+ * is not, so that goes to the pool (transfer_hash_artifact). */
 cJSON *artifacts_collect(struct transfers *tr, const struct task *t, const char *work_dir)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
@@ -339,6 +352,7 @@ out:
 	return arr;
 }
 
+/* An entry has either a digest or a status saying why it has none, never both. */
 void artifact_set_sha(cJSON *a, const char *sha, const char *status)
 {
 	cJSON_DeleteItemFromObject(a, "sha256");

@@ -174,6 +174,7 @@ static int hash_range(struct transfers *tr, int fd, int64_t len, EVP_MD_CTX *md)
 	return 0;
 }
 
+/* A fresh sha256 context, or NULL: the callers turn NULL into out of memory. */
 static EVP_MD_CTX *md_new(void)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -218,6 +219,8 @@ static void copy_name(const struct xfer *x, char *buf, size_t len)
 	snprintf(buf, len, "%s%s.copy", STAGE_PREFIX, x->h);
 }
 
+/* Everything that identifies the object behind fd across a reboot (see struct fid); the fsid
+ * and file handle are best effort and stay 0 / "" where the file system has none. */
 static void fid_of_stat(const struct stat *st, int fd, struct fid *f)
 {
 	struct statfs sf;
@@ -513,6 +516,7 @@ static struct xfer *find(struct transfers *tr, const char *h)
 	return NULL;
 }
 
+/* A transfer with no descriptors and no declared size yet; the caller fills the rest. */
 static struct xfer *xfer_alloc(const char *h)
 {
 	struct xfer *x = calloc(1, sizeof *x);
@@ -549,6 +553,8 @@ static void xfer_close(struct xfer *x)
 typedef void reply_fn(const struct xfer *x, struct transfer_reply *r);
 static void answer_acks(struct xfer *x, reply_fn *r_of);
 
+/* Calls still waiting on x are dropped, not answered: x goes away only when the table does or
+ * when it expires, and neither has an answer to give. */
 static void xfer_free(struct xfer *x)
 {
 	answer_acks(x, NULL);
@@ -566,6 +572,7 @@ static void xfer_free(struct xfer *x)
 	free(x);
 }
 
+/* Take x out of the list (it is not freed). */
 static void unlink_xfer(struct transfers *tr, struct xfer *x)
 {
 	for (struct xfer **pp = &tr->list; *pp; pp = &(*pp)->next) {
@@ -576,6 +583,8 @@ static void unlink_xfer(struct transfers *tr, struct xfer *x)
 	}
 }
 
+/* Remember a removed handle until `until`, so calls with it answer transfer_expired rather
+ * than unknown_transfer.  0 or -ENOMEM. */
 static int tomb_add(struct transfers *tr, const char *h, int64_t until)
 {
 	struct xtomb *t = calloc(1, sizeof *t);
@@ -619,6 +628,8 @@ static void ack_not_active(const struct xfer *x, struct transfer_reply *r);
 
 static void run_waiters(struct transfers *tr, struct xfer *x, int ran);
 
+/* A transfer that cannot go on: its end record says why, calls waiting on it answer
+ * not_active now, and an upload's staged bytes go. */
 static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 {
 	remove_stage(tr, x);
@@ -659,6 +670,9 @@ static void remove_xfer(struct transfers *tr, struct xfer *x, int64_t now)
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* The table, its I/O buffers (allocated once: every chunk goes through them) and the file
+ * roots.  Staged bytes live where no job can write: a job that can write a file root must not
+ * be able to swap them between the hash and the commit. */
 struct transfers *transfers_new(struct supervisor *sv)
 {
 	struct transfers *tr = calloc(1, sizeof *tr);
@@ -689,6 +703,7 @@ fail:
 	return NULL;
 }
 
+/* Everything goes; calls still waiting on a transfer are dropped, not answered. */
 void transfers_free(struct transfers *tr)
 {
 	if (!tr)
@@ -1041,6 +1056,9 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 static void limit_ready(struct transfers *tr, const struct xfer *keep);
 static void rehash_artifacts(struct transfers *tr);
 
+/* After replay: expired transfers go, active uploads get their descriptors and hash back (or
+ * fail with the reason in the log); downloads are reopened on first use instead, since checking
+ * one means hashing the whole file again. */
 void transfers_recover(struct transfers *tr)
 {
 	int64_t now = now_ms();
@@ -1065,6 +1083,8 @@ void transfers_recover(struct transfers *tr)
 	rehash_artifacts(tr);
 }
 
+/* Transfers unused for XFER_TTL_MS are forgotten (their handles answer transfer_expired for
+ * another TTL); the number removed is returned for the log. */
 size_t transfers_collect(struct transfers *tr, int64_t now)
 {
 	size_t n = 0;
@@ -1383,6 +1403,8 @@ static int hash_into(struct workers *w, int fd, int64_t size, EVP_MD_CTX *md)
 	return rc;
 }
 
+/* The hex sha256 of a whole file, refused (-EAGAIN) when its size or mtime moved meanwhile:
+ * a digest of a file being written describes no version of it. */
 static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
 {
 	unsigned char d[EVP_MAX_MD_SIZE];
@@ -1424,6 +1446,7 @@ struct hjob {
 	char sha[65];
 };
 
+/* A pool job with no descriptors yet (all -1, so hj_done closes only what was set). */
 static struct hjob *hj_new(struct transfers *tr)
 {
 	struct hjob *j = calloc(1, sizeof *j);
@@ -1434,6 +1457,7 @@ static struct hjob *hj_new(struct transfers *tr)
 	return j;
 }
 
+/* On a worker thread: only the job's own descriptors and buffers are touched here. */
 static void hj_run(struct workers *w, void *arg)
 {
 	struct hjob *j = arg;
@@ -2410,6 +2434,8 @@ static void run_waiters(struct transfers *tr, struct xfer *x, int ran)
 	}
 }
 
+/* An upload's hash was rebuilt in the pool: it takes the result (or fails, or is reopened on
+ * its next use when the pool stopped), then the calls that waited for it run. */
 static void rehashed(struct transfers *tr, struct hjob *j, int ran)
 {
 	struct xfer *x = find(tr, j->h);
@@ -2472,6 +2498,8 @@ static void hj_done(void *arg, int ran)
 	free(j);
 }
 
+/* Small artifacts are hashed at once; large ones in the pool, so collecting a task's outputs
+ * never stalls the loop; very large ones not at all (artifactHashMaxBytes). */
 int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
                            const struct stat *st, char sha[65])
 {
@@ -2564,6 +2592,8 @@ int transfer_commit(struct transfers *tr, const char *handle, const struct trans
 	return dispatch_write(tr, handle, 0, NULL, 1, later, r);
 }
 
+/* Reads need no waiting list: only a download's reopen may go to the pool, and it carries the
+ * read with it. */
 int transfer_read(struct transfers *tr, const char *handle, int64_t offset, int64_t length,
                   const struct transfer_later *later, struct transfer_reply *r)
 {
@@ -2575,6 +2605,7 @@ int transfer_read(struct transfers *tr, const char *handle, int64_t offset, int6
 	return rc;
 }
 
+/* Status never waits and never fails a transfer: it is what a client calls after a reconnect. */
 int transfer_status(struct transfers *tr, const char *handle, struct transfer_reply *r)
 {
 	struct xfer *x = handle_of(tr, handle, r);

@@ -157,6 +157,7 @@ static cJSON *opened_view(const struct transfer_reply *r)
 	return o;
 }
 
+/* A write's answer: where to go on, and when all declared bytes are in, to commit. */
 static cJSON *written_view(const struct transfer_reply *r)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -178,6 +179,7 @@ static cJSON *written_view(const struct transfer_reply *r)
 	return o;
 }
 
+/* A read's answer; at eof it carries the whole file's sha256 to check the bytes against. */
 static cJSON *read_view(const struct transfer_reply *r)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -195,6 +197,7 @@ static cJSON *read_view(const struct transfer_reply *r)
 	return o;
 }
 
+/* A commit's answer (the same for a repeat, which says so). */
 static cJSON *committed_view(const struct transfer_reply *r)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -336,6 +339,9 @@ static int call_one(struct transfers *tr, const char *name, const cJSON *args, c
 	return -1;
 }
 
+/* The caller's later is wrapped (files_wait) so the domain hands back a reply and the
+ * caller still gets a CallToolResult; without memory for the wrapper the call just answers
+ * at once. */
 cJSON *files_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
                         const struct files_later *later)
 {

@@ -26,6 +26,7 @@
 #define LIST_PAGE  100
 
 
+/* By extension only: the content is the job's and is not sniffed. */
 const char *res_mime_type(const char *name, int *is_text)
 {
 	static const struct { const char *ext, *mime; int text; } types[] = {
@@ -55,6 +56,8 @@ const char *res_mime_type(const char *name, int *is_text)
 
 /* ---- resources/list ---------------------------------------------------------------------- */
 
+/* One resources/list entry; its name is the URI without the scheme and its title says whose
+ * it is, so a client can show the list as it comes. */
 static cJSON *entry(const struct task *t, enum res_kind kind, const char *name, const char *mime, int64_t size)
 {
 	char uri[PATH_MAX], nm[PATH_MAX], title[600];
@@ -107,6 +110,7 @@ static cJSON *task_entries(struct supervisor *sv, const struct task *t)
 	return arr;
 }
 
+/* A JSON-RPC error: the message goes into the table's buffer, which outlives the call. */
 static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char **msg, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char **msg, const char *fmt, ...)
@@ -122,6 +126,8 @@ static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char 
 	return NULL;
 }
 
+/* Newest task first, a page at a time; the cursor names a task and an index into its
+ * entries, so a page boundary inside a task's artifacts resumes where it was. */
 cJSON *resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
@@ -162,6 +168,7 @@ cJSON *resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, c
 	return r;
 }
 
+/* Fixed: the three URI shapes, for clients that build URIs themselves. */
 cJSON *resources_templates(struct transfers *tr)
 {
 	static const struct { const char *tpl, *name, *title, *desc, *mime; } v[] = {
@@ -213,6 +220,7 @@ static size_t utf8_clean(const unsigned char *p, size_t n, char *out)
 	return o;
 }
 
+/* A resources/read result with one content block, text or base64 blob. */
 static cJSON *content_of(const char *uri, const char *mime, const char *text, const char *blob)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -228,6 +236,7 @@ static cJSON *content_of(const char *uri, const char *mime, const char *text, co
 	return r;
 }
 
+/* What a finished task's result resource holds: its result, or {status, error}. */
 static cJSON *outcome_json(const struct task *t)
 {
 	if (t->status == TASK_COMPLETED)
@@ -239,6 +248,8 @@ static cJSON *outcome_json(const struct task *t)
 	return o;
 }
 
+/* The log's last RES_LOG_TAIL bytes as text: logs are the job's bytes, so invalid UTF-8 is
+ * replaced rather than refused. */
 static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *uri, const char *id,
                        int *rpc_err, const char **msg)
 {
@@ -276,6 +287,8 @@ out:
 	return r;
 }
 
+/* An artifact up to RES_READ_MAX inline: text when its type is text and its bytes are UTF-8,
+ * base64 otherwise; larger ones are downloaded with the transfer tools. */
 static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const char *uri, const struct artifacts_uri *u,
                             int *rpc_err, const char **msg)
 {
@@ -380,6 +393,7 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	return r;
 }
 
+/* Not found is said with why (expired, still running, no output yet): a client acts on it. */
 cJSON *resources_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
@@ -412,6 +426,8 @@ cJSON *resources_read(struct transfers *tr, const char *uri, int *rpc_err, const
 
 /* ---- large results ----------------------------------------------------------------------- */
 
+/* A one-line shape of a JSON value (an object's first keys, an array's length) for a model
+ * deciding whether to fetch the whole result. */
 static void describe(const cJSON *v, char *buf, size_t len)
 {
 	if (cJSON_IsObject(v)) {
@@ -438,6 +454,8 @@ static void describe(const cJSON *v, char *buf, size_t len)
 	}
 }
 
+/* The summary keeps what every task view shows (times, artifacts, sandbox) so that standing
+ * in for the whole result loses nothing but the result itself. */
 cJSON *resources_result_link(const struct task *t)
 {
 	char uri[200], what[1200], note[600], title[300], ts[64];
