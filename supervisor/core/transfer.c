@@ -1,8 +1,10 @@
-/* supervisor/transfer.c — see transfer.h; docs/files.md is the model-facing description.
+/* supervisor/core/transfer.c — see transfer.h; docs/files.md is the model-facing description.
+ * Calls answer with a struct transfer_reply; the tools over them are supervisor/mcp/files.c.
  *
- * An upload is staged in the destination folder itself, as ".fp-upload-<handle>.part", so the
- * commit is one rename in a folder whose descriptor was opened (through roots.c) when the
- * upload was opened: nothing done to the path afterwards can redirect it.  Every chunk is
+ * An upload is staged in <state>/uploads/<handle>.part, where no job can reach it, and its
+ * commit links those very bytes (or a verified copy) into a folder whose descriptor was
+ * opened (through roots.c) when the upload was opened: nothing done to the path afterwards
+ * can redirect it.  Every chunk is
  * written at the cursor with pwrite and fdatasync'd before its journal record is appended;
  * the record becomes durable with the turn's group commit, before the answer is released.
  * The running sha256 is an EVP_MD_CTX fed each chunk once; after a restart it is rebuilt from
