@@ -266,7 +266,7 @@ cJSON *facade_view(struct supervisor *sv, const struct task *t)
 		if (!t->result && t->result_blob[0]) {
 			/* Kept in the blob store: name it, never load it here. */
 			char uri[200];
-			snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", t->id);
+			artifacts_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
 			cJSON_AddStringToObject(o, "resultUri", uri);
 			cJSON_AddNumberToObject(o, "resultBytes", (double)t->result_bytes);
 		} else {
