@@ -301,7 +301,7 @@ static void with_cursor(struct transfer_error *e, int64_t cursor)
 	e->cursor = cursor;
 }
 
-static void invalid_param(struct transfer_error *e, const char *param, const char *hint, const char *msg)
+void transfer_error_param(struct transfer_error *e, const char *param, const char *hint, const char *msg)
 {
 	transfer_error_set(e, "invalid_param", 1,
 		hint ? hint : "Fix the named parameter (see the tool's inputSchema) and call again.", "%s", msg);
@@ -317,7 +317,7 @@ static void path_error(struct transfer_error *e, int rc, const char *msg)
 			"Check the path: it is relative to the first file root, or absolute inside one of "
 			"allowedRoots. Symbolic links are not followed.", "%s", msg);
 	else
-		invalid_param(e, "path", "Give a path inside one of allowedRoots (relative paths start "
+		transfer_error_param(e, "path", "Give a path inside one of allowedRoots (relative paths start "
 		              "at the first root), without '..' or symbolic links.", msg);
 	e->roots = 1;
 }
@@ -1202,7 +1202,7 @@ static int upload_declared(int64_t size, const char *sha256, char want[65], stru
 			want[i] = (char)(sha256[i] >= 'A' && sha256[i] <= 'F' ? sha256[i] - 'A' + 'a' : sha256[i]);
 		want[n < 64 ? n : 64] = 0;
 		if (n != 64 || !is_hex(want, 64)) {
-			invalid_param(failure(r), "sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
+			transfer_error_param(failure(r), "sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
 			              "sha256 must be 64 hexadecimal digits.");
 			return -1;
 		}
@@ -1230,7 +1230,7 @@ static int upload_destination(int dirfd, const struct roots_loc *loc, int overwr
 		return -1;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		invalid_param(failure(r), "path", NULL, "The path exists and is not a regular file; only "
+		transfer_error_param(failure(r), "path", NULL, "The path exists and is not a regular file; only "
 		              "regular files can be replaced.");
 		return -1;
 	}
@@ -1298,7 +1298,7 @@ int transfer_open_upload(struct transfers *tr, const char *path, int64_t size, c
 		goto out;
 	}
 	if (strncmp(loc.name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0) {
-		invalid_param(failure(r), "path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
+		transfer_error_param(failure(r), "path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
 		              "uploads in progress; choose another name.");
 		goto out;
 	}
@@ -1330,7 +1330,7 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 	if (strncmp(path, RES_SCHEME, strlen(RES_SCHEME)) == 0) {
 		struct artifacts_uri u;
 		if (artifacts_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
-			invalid_param(e, "path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
+			transfer_error_param(e, "path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
 			              "artifacts, or forkpoint://tasks/ID/result for a large result; read logs "
 			              "with resources/read.", "Only task artifacts and results can be downloaded by URI.");
 			return -EINVAL;
@@ -1715,7 +1715,7 @@ static int decode_chunk(struct transfers *tr, const struct xfer *x, const char *
 	if (*n < 0) {
 		char msg[200];
 		snprintf(msg, sizeof msg, "data is not valid base64 (bad character at position %zu).", bad);
-		invalid_param(failure(r), "data", "Encode the chunk's bytes as standard base64 "
+		transfer_error_param(failure(r), "data", "Encode the chunk's bytes as standard base64 "
 			"(A-Z a-z 0-9 + /, '=' padding only at the end, no line breaks) and send it again.", msg);
 		goto fail;
 	}
@@ -1761,7 +1761,7 @@ static int do_write(struct transfers *tr, struct xfer *x, int64_t off, const cha
 {
 	ssize_t n = 0;
 	if (x->dir != X_UPLOAD) {
-		invalid_param(failure(r), "handle", "Use file_transfer_read with a download handle.",
+		transfer_error_param(failure(r), "handle", "Use file_transfer_read with a download handle.",
 		              "This handle is a download; file_transfer_write needs an upload handle.");
 		return 0;
 	}
@@ -1936,7 +1936,7 @@ static int do_read(struct transfers *tr, struct xfer *x, int64_t off, int64_t le
                    const struct transfer_later *later, struct transfer_reply *r)
 {
 	if (x->dir != X_DOWNLOAD) {
-		invalid_param(failure(r), "handle", "Use file_transfer_write with an upload handle.",
+		transfer_error_param(failure(r), "handle", "Use file_transfer_write with an upload handle.",
 		              "This handle is an upload; file_transfer_read needs a download handle.");
 		return 0;
 	}
@@ -1960,7 +1960,7 @@ static int do_read(struct transfers *tr, struct xfer *x, int64_t off, int64_t le
 		char msg[200];
 		snprintf(msg, sizeof msg, "offset %lld is past the end of the file (size %lld).", (long long)off,
 		         (long long)x->size);
-		invalid_param(failure(r), "offset", "Read at an offset between 0 and size.", msg);
+		transfer_error_param(failure(r), "offset", "Read at an offset between 0 and size.", msg);
 		return 0;
 	}
 	struct stat st;
@@ -2191,7 +2191,7 @@ static int do_commit(struct transfers *tr, struct xfer *x, const struct transfer
                      struct transfer_reply *r)
 {
 	if (x->dir != X_UPLOAD) {
-		invalid_param(failure(r), "handle", "Downloads need no commit; just stop reading.",
+		transfer_error_param(failure(r), "handle", "Downloads need no commit; just stop reading.",
 		              "This handle is a download; only uploads are committed.");
 		return 0;
 	}
@@ -2635,7 +2635,7 @@ int transfer_open_input(struct transfers *tr, const char *v, int *fd, int64_t *s
 			return -1;
 		}
 		if (x->dir != X_UPLOAD) {
-			invalid_param(e, "handle", "Pass the handle of a committed upload, or a path.",
+			transfer_error_param(e, "handle", "Pass the handle of a committed upload, or a path.",
 			              "This handle is a download, not an uploaded file.");
 			return -1;
 		}
@@ -2655,7 +2655,7 @@ int transfer_open_input(struct transfers *tr, const char *v, int *fd, int64_t *s
 	if (bl >= baselen) {
 		close(*fd);
 		*fd = -1;
-		invalid_param(e, "path", NULL, "The file name is too long.");
+		transfer_error_param(e, "path", NULL, "The file name is too long.");
 		return -1;
 	}
 	memcpy(base, b, bl + 1);

@@ -136,6 +136,8 @@ int transfer_status(struct transfers *tr, const char *handle, struct transfer_re
 /* Fill e: code, hint and a printf-style message; no parameter, cursor or roots. */
 void transfer_error_set(struct transfer_error *e, const char *code, int retryable, const char *hint,
                         const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Fill e as invalid_param naming param (hint NULL: the generic one: fix it and call again). */
+void transfer_error_param(struct transfer_error *e, const char *param, const char *hint, const char *msg);
 /* The task-error envelope {code, message, retryable, recoveryHint, param?, partial?,
  * allowedRoots?} for e (task_envelope; caller frees), as task records and tool errors carry
  * it.  roots: the file roots to list when e->roots is set (may be NULL). */

@@ -258,13 +258,12 @@ static cJSON *reply_result(struct transfers *tr, const struct transfer_reply *r)
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
+/* A refusal of the arguments themselves, before any transfer is looked at. */
 static cJSON *invalid_param(const char *param, const char *hint, const char *msg)
 {
-	cJSON *e = task_envelope("invalid_param", msg, 1,
-		hint ? hint : "Fix the named parameter (see the tool's inputSchema) and call again.");
-	if (e)
-		cJSON_AddStringToObject(e, "param", param);
-	return facade_failure(e);
+	struct transfer_error e;
+	transfer_error_param(&e, param, hint, msg);
+	return facade_failure(transfer_error_envelope(&e, NULL));
 }
 
 /* A deferred answer on its way back: the reply becomes a CallToolResult for the caller's own
