@@ -1698,6 +1698,21 @@ static void committing(const struct xfer *x, struct transfer_error *e)
 static int store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
                        const struct transfer_later *later, struct transfer_reply *r);
 
+/* An upload takes writes and commits while it is active and no commit's copy is in the
+ * pool.  0, or -1 with r filled. */
+static int upload_takes_calls(const struct xfer *x, struct transfer_reply *r)
+{
+	if (x->state != XS_ACTIVE) {
+		not_active(x, failure(r));
+		return -1;
+	}
+	if (x->committing) {
+		committing(x, failure(r));
+		return -1;
+	}
+	return 0;
+}
+
 /* The chunk's size and encoding: 0 with its bytes in tr->buf (*n of them), or -1 with r
  * filled. */
 static int decode_chunk(struct transfers *tr, const struct xfer *x, const char *data, ssize_t *n,
@@ -1766,14 +1781,8 @@ static int do_write(struct transfers *tr, struct xfer *x, int64_t off, const cha
 		return 0;
 	}
 	upload_ready(tr, x);
-	if (x->state != XS_ACTIVE) {
-		not_active(x, failure(r));
+	if (upload_takes_calls(x, r) < 0)
 		return 0;
-	}
-	if (x->committing) {
-		committing(x, failure(r));
-		return 0;
-	}
 	if (decode_chunk(tr, x, data, &n, r) < 0)
 		return 0;
 	if (off != x->cursor)
@@ -2200,14 +2209,8 @@ static int do_commit(struct transfers *tr, struct xfer *x, const struct transfer
 		committed_view(x, 1, r);
 		return 0;
 	}
-	if (x->state != XS_ACTIVE) {
-		not_active(x, failure(r));
+	if (upload_takes_calls(x, r) < 0)
 		return 0;
-	}
-	if (x->committing) {
-		committing(x, failure(r));
-		return 0;
-	}
 	if (x->acks) {
 		if (fsync(x->fd) < 0) {
 			fail_acks(tr, x, -errno);

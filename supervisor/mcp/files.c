@@ -23,6 +23,14 @@ static void handle_prop(cJSON *p)
 	cJSON_AddNumberToObject(h, "maxLength", 64);
 }
 
+/* A byte offset: 0 up to the largest integer JSON carries exactly. */
+static void offset_prop(cJSON *p, const char *desc)
+{
+	cJSON *q = facade_prop(p, "offset", "integer", desc);
+	cJSON_AddNumberToObject(q, "minimum", 0);
+	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+}
+
 /* The definitions are what a model reads first: each says what the tool does, in which order
  * the tools are called, and every limit the transfers enforce (JSON_INT_MAX: larger integers do
  * not survive JSON). */
@@ -59,9 +67,7 @@ void files_list_tools(cJSON *arr)
 		"On offset_mismatch resume at error.partial.cursor.", 0, 0, 0);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	q = facade_prop(p, "offset", "integer", "Byte offset of this chunk in the file: the current nextOffset.");
-	cJSON_AddNumberToObject(q, "minimum", 0);
-	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+	offset_prop(p, "Byte offset of this chunk in the file: the current nextOffset.");
 	facade_prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
 	cJSON *r = cJSON_AddArrayToObject(s, "required");
 	cJSON_AddItemToArray(r, cJSON_CreateString("handle"));
@@ -74,9 +80,7 @@ void files_list_tools(cJSON *arr)
 		"whole file's sha256.", 1, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	q = facade_prop(p, "offset", "integer", "Byte offset to read from (default: nextOffset of the previous read).");
-	cJSON_AddNumberToObject(q, "minimum", 0);
-	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
+	offset_prop(p, "Byte offset to read from (default: nextOffset of the previous read).");
 	q = facade_prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
 	cJSON_AddNumberToObject(q, "minimum", 1);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
