@@ -12,7 +12,7 @@
 
 #include "state/blob.h"
 #include "state/layout.h"
-#include "proto/frame.h"
+#include "proto/utf8.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
@@ -43,7 +43,7 @@ int artifacts_name_ok(const char *name)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
 			return 0;
-	if (!frame_utf8_valid(name, n))
+	if (!utf8_valid(name, n))
 		return 0;
 	/* Valid UTF-8 and NUL-terminated: a lead byte's continuation bytes are there to look at. */
 	for (size_t i = 0; i < n; i++)

@@ -18,10 +18,12 @@
 #include "state/layout.h"
 #include "supervisor/mcp/facade.h"
 #include "proto/frame.h"
+#include "proto/utf8.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/artifacts.h"
 #include "supervisor/core/transfer.h"
+#include "proto/jsontext.h"
 
 #define LIST_PAGE  100
 
@@ -199,27 +201,6 @@ cJSON *resources_templates(struct transfers *tr)
 
 /* ---- resources/read ---------------------------------------------------------------------- */
 
-/* Append p[0..n) as valid UTF-8: invalid sequences and NUL become U+FFFD. */
-static size_t utf8_clean(const unsigned char *p, size_t n, char *out)
-{
-	size_t o = 0, i = 0;
-	while (i < n) {
-		unsigned char c = p[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		if (c != 0 && len && i + len <= n && frame_utf8_valid((const char *)p + i, len)) {
-			memcpy(out + o, p + i, len);
-			o += len;
-			i += len;
-		} else {
-			memcpy(out + o, "\xEF\xBF\xBD", 3);
-			o += 3;
-			i++;
-		}
-	}
-	out[o] = 0;
-	return o;
-}
-
 /* A resources/read result with one content block, text or base64 blob. */
 static cJSON *content_of(const char *uri, const char *mime, const char *text, const char *blob)
 {
@@ -275,9 +256,9 @@ static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *
 	}
 	size_t from = 0;
 	/* A tail may begin inside a character: skip its continuation bytes. */
-	while (start > 0 && from < (size_t)got && from < 3 && (raw[from] & 0xC0) == 0x80)
-		from++;
-	utf8_clean(raw + from, (size_t)got - from, text);
+	if (start > 0)
+		from = utf8_resync((const char *)raw, (size_t)got);
+	utf8_sanitize((const char *)raw + from, (size_t)got - from, text);   /* bad bytes: U+FFFD */
 	r = content_of(uri, "text/plain", text, NULL);
 out:
 	if (fd >= 0)
@@ -317,7 +298,7 @@ static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const c
 	}
 	int text;
 	const char *mime = res_mime_type(u->name, &text);
-	if (text && frame_utf8_valid((const char *)raw, n)) {
+	if (text && utf8_valid((const char *)raw, n)) {
 		raw[n] = 0;
 		r = content_of(uri, mime, (const char *)raw, NULL);
 	} else {
@@ -415,7 +396,7 @@ cJSON *resources_read(struct transfers *tr, const char *uri, int *rpc_err, const
 	if (t->status == TASK_COMPLETED && !t->result && t->result_blob[0])
 		return read_result_blob(tr, sv, uri, t, rpc_err, msg);
 	cJSON *o = outcome_json(t);
-	char *s = o ? cJSON_Print(o) : NULL;
+	char *s = o ? jsontext_pretty(o) : NULL;
 	cJSON_Delete(o);
 	if (!s)
 		return rpc_fail(tr, -32603, rpc_err, msg, "out of memory");

@@ -22,6 +22,7 @@
 #define MAX_LINE        (64u << 20)   /* a chunk upload of 256 KiB is ~350 KiB; leave room */
 #define TOOLS_PAGE      100
 #define PROGRESS_MIN_MS 50            /* per call: at most 20 progress notifications a second */
+#define PROGRESS_STEP   1e-6          /* the least rise of a repeated progress value (printed exactly) */
 
 static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26" };
 
@@ -239,10 +240,16 @@ int server_send_progress(struct msess *ms, const cJSON *token, const struct task
 		return -EBUSY;
 	if (session_congested(ms->io))
 		return -EAGAIN;
-	/* progress must strictly increase: a repeated or lower fraction still moves it a hair. */
+	/* progress must strictly increase, as the client reads it.  A repeated or lower fraction
+	 * (a new message only) moves it by PROGRESS_STEP: a one-ulp step would not survive printing
+	 * (cJSON prints a double that equals its 15-digit form within an epsilon as that form, so
+	 * 0.5 + 1 ulp goes out as 0.5).  At the total there is no room left: the message waits for
+	 * the result, which supersedes it. */
 	double v = t->fraction >= 0 ? t->fraction : *last < 0 ? 0 : *last;
 	if (v <= *last)
-		v = nextafter(*last, 2.0);
+		v = *last + PROGRESS_STEP;
+	if (v > 1.0)
+		return 0;
 	cJSON *params = cJSON_CreateObject();
 	cJSON_AddItemToObject(params, "progressToken", cJSON_Duplicate(token, 0));
 	cJSON_AddNumberToObject(params, "progress", v);

@@ -181,10 +181,10 @@ static void test_full(struct tally *t, const struct fixture *fx)
 	CHECKF(t, r->mode == TOOL_MODE_AUTO && r->wait_seconds == 2 && r->resume == RESUME_RESTART, "mode");
 	CHECKF(t, r->timeout_seconds == 0 && r->ttl_seconds == 60 && r->retries == 2, "times");
 	CHECKF(t, r->task_support == TASK_SUPPORT_REQUIRED, "taskSupport");
-	const struct sandbox_cfg *sb = &r->sandbox;
+	const struct sandbox_policy *sb = &r->sandbox;
 	CHECKF(t, STREQ(sb->profile, "strict") && sb->network == 1, "profile %s", sb->profile);
 	CHECKF(t, sb->memory_mb == 512 && sb->cpu_seconds == 600 && sb->max_processes == 32 &&
-	      sb->max_file_mb == 64 && sb->max_checkpoint_mb == 2, "sandbox limits");
+	      sb->max_file_mb == 64 && r->max_checkpoint_mb == 2, "sandbox limits");
 	CHECKF(t, sb->n_read_paths == 2 && STREQ(sb->read_paths[0], at(fx, "ro", p)) &&
 	      STREQ(sb->read_paths[1], "/etc"), "readPaths");
 	CHECKF(t, sb->n_write_paths == 1 && STREQ(sb->write_paths[0], at(fx, "out", p)), "writePaths %s",
@@ -212,6 +212,9 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		      d->sandbox.max_processes == 0 && d->sandbox.max_file_mb == 0 &&
 		      d->sandbox.n_read_paths == 0 && d->sandbox.n_write_paths == 0 &&
 		      d->sandbox.n_require == 0, "sandbox defaults");
+		/* The checkpoint quota's default is the frame's limit in MiB: 8, as documented. */
+		CHECKF(t, d->max_checkpoint_mb == FRAME_CHECKPOINT_MB && FRAME_CHECKPOINT_MB == 8,
+		      "maxCheckpointMB default %ld", d->max_checkpoint_mb);
 	}
 	const struct tool_cfg *q = config_tool(c, "quick.v2");
 	CHECKF(t, q && q->mode == TOOL_MODE_SYNC && q->task_support == TASK_SUPPORT_FORBIDDEN,
@@ -237,13 +240,21 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	/* unknown and repeated keys, with their full path */
 	load_err(t, fx, __LINE__, "{\"tools\":[{\"name\":\"a\",\"command\":[\"bin/job\"]},"
 	         "{\"name\":\"b\",\"command\":[\"bin/job\"],\"sandbox\":{\"memroyMB\":5}}]}", 0,
-	         "tools[1].sandbox.memroyMB: unknown key");
-	load_err(t, fx, __LINE__, "{\"serverr\":{}," "\"tools\":[]}", 0, "serverr: unknown key");
+	         "tools[1].sandbox.memroyMB: unknown key (did you mean \"memoryMB\"?)");
+	load_err(t, fx, __LINE__, "{\"serverr\":{}," "\"tools\":[]}", 0, "serverr: unknown key (did you mean \"server\"?)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"name\":\"a\",\"name\":\"b\"},\"tools\":[]}", 0,
 	         "server.name: duplicate key");
-	load_err(t, fx, __LINE__, ONE_TOOL(",\"Mode\":\"sync\""), 0, "tools[0].Mode: unknown key");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"Mode\":\"sync\""), 0, "tools[0].Mode: unknown key (did you mean \"mode\"?)");
 	load_err(t, fx, __LINE__, ONE_TOOL(",\"annotations\":{\"readOnly\":true}"), 0,
 	         "tools[0].annotations.readOnly: unknown key");
+	/* a suggestion only when the key is near one (case aside), never for a different word */
+	load_err(t, fx, __LINE__, "{\"server\":{\"maxconcurrent\":2},\"tools\":[]}", 0,
+	         "server.maxconcurrent: unknown key (did you mean \"maxConcurrent\"?)");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"colour\":\"blue\""), 0, "tools[0].colour: unknown key");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"ab\":1"), 0, "tools[0].ab: unknown key");
+	/* an MCP host's file given as forkpoint's config */
+	load_err(t, fx, __LINE__, "{\"mcpServers\":{\"forkpoint\":{\"command\":\"forkpoint\"}}}", 1,
+	         "mcpServers: this is an MCP host's config file");
 
 	/* wrong types and ranges */
 	load_err(t, fx, __LINE__, "{\"server\":{\"maxConcurrent\":\"4\"},\"tools\":[]}", 0,
@@ -269,7 +280,7 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":1e400},\"tools\":[]}", 0,
 	         "server.cancelGraceSeconds: must be a number >= 0 (got a number out of range)");
 	/* messages stay on one line whatever the input holds */
-	load_err(t, fx, __LINE__, "{\"ser\\nver\":{},\"tools\":[]}", 0, "ser ver: unknown key");
+	load_err(t, fx, __LINE__, "{\"ser\\nver\":{},\"tools\":[]}", 0, "ser ver: unknown key (did you mean \"server\"?)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"name\":7},\"tools\":[]}", 0,
 	         "server.name: must be a non-empty string (got 7)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"fileRoots\":[\"a\",3]},\"tools\":[]}", 0,
@@ -388,7 +399,7 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, text, 0, "tools[0].name: \"%s?\" is not a valid tool name (1-64 "
 	         "characters from A-Z a-z 0-9 _ . -)", shown);
 	/* and a key that is not UTF-8 at all is shown with '?' */
-	load_err(t, fx, __LINE__, "{\"serv\xe9r\":{},\"tools\":[]}", 0, "serv?r: unknown key");
+	load_err(t, fx, __LINE__, "{\"serv\xe9r\":{},\"tools\":[]}", 0, "serv?r: unknown key (did you mean \"server\"?)");
 }
 
 /* server.jobUser, and the paths a job could swap for a symbolic link. */
