@@ -585,8 +585,6 @@ static void unlink_xfer(struct transfers *tr, struct xfer *x)
 	}
 }
 
-/* Remember a removed handle until `until`, so calls with it answer transfer_expired rather
- * than unknown_transfer.  0 or -ENOMEM. */
 static int tomb_add(struct transfers *tr, const char *h, int64_t until)
 {
 	struct xtomb *t = calloc(1, sizeof *t);
