@@ -9,7 +9,8 @@
  * open of an existing file (file_exists), an unfinished upload resumed by a second open, and
  * one failed by a wrong sha256 whose status then holds why.  Download: open, a read to eof
  * with the file's sha256, a read past the end.  Unknown handles.  The error envelope built
- * from a reply.  An answer that comes later (the chunk's sync in the worker pool).
+ * from a reply.  An input file refused, naming its argument once.  An answer that comes later
+ * (the chunk's sync in the worker pool).
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "supervisor/core/transfer.h"
 
@@ -20,6 +21,7 @@
 
 #include "proto/b64.h"
 #include "supervisor/core/config.h"
+#include "supervisor/core/inputs.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
@@ -196,6 +198,39 @@ static void t_download(struct tally *t, struct fixture *f)
 	persist_commit(f->s.persist);
 }
 
+/* A refused input file names the argument once: the envelope has one "param", the argument's
+ * name, even when the underlying failure named a parameter of its own (path). */
+static void t_inputs(struct tally *t, struct fixture *f)
+{
+	char work[900];
+	snprintf(work, sizeof work, "%s/work", f->top);
+	check_mkdir(work);
+	cJSON *schema = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"data\":{\"type\":\"string\","
+	                            "\"format\":\"forkpoint-upload\"}}}");
+	cJSON *args = cJSON_Parse("{\"data\":\"../outside/secret\"}");
+	cJSON *env = NULL;
+	int params = 0;
+	const cJSON *c;
+	CHECK(t, inputs_prepare(f->s.transfers, schema, args, work, &env) == -1 && env, "a path outside the roots is refused");
+	cJSON_ArrayForEach(c, env)
+		params += c->string && strcmp(c->string, "param") == 0;
+	CHECK(t, params == 1 && strcmp(cJSON_GetObjectItem(env, "param")->valuestring, "data") == 0 &&
+	      strcmp(cJSON_GetObjectItem(env, "code")->valuestring, "invalid_param") == 0 &&
+	      cJSON_GetArraySize(cJSON_GetObjectItem(env, "allowedRoots")) == 1,
+	      "its envelope names the argument once, with the allowed roots");
+	cJSON_Delete(env);
+	cJSON_Delete(args);
+	args = cJSON_Parse("{\"data\":\"0123456789abcdef0123456789abcdef\"}");
+	env = NULL;
+	CHECK(t, inputs_prepare(f->s.transfers, schema, args, work, &env) == -1 && env &&
+	      strcmp(cJSON_GetObjectItem(env, "code")->valuestring, "unknown_transfer") == 0 &&
+	      strcmp(cJSON_GetObjectItem(env, "param")->valuestring, "data") == 0,
+	      "an unknown handle with no earlier copy: unknown_transfer naming the argument");
+	cJSON_Delete(env);
+	cJSON_Delete(args);
+	cJSON_Delete(schema);
+}
+
 struct later_box {
 	int answered, dropped;
 	struct transfer_reply r;
@@ -252,6 +287,7 @@ int main(void)
 	t_upload(&t, &f);
 	t_failed_upload(&t, &f);
 	t_download(&t, &f);
+	t_inputs(&t, &f);
 	stop(&f);
 	start(&f, 1);
 	t_later(&t, &f);
