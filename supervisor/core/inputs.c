@@ -14,16 +14,13 @@
 #include "proto/io.h"
 #include "state/layout.h"
 #include "supervisor/core/artifacts.h"
+#include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/core/workers.h"
 
-#define IO_BUF (1 << 20)
-
-/* Copy src (size bytes) to dirfd/name as a read-only file, atomically: copy_file_range where
- * the kernel offers it, plain reads and writes through a buffer of our own otherwise. */
-static int copy_in(int src, int64_t size, int dirfd, const char *name)
+int inputs_copy_file(int src, int64_t size, int dirfd, const char *name, unsigned char *buf, size_t buflen)
 {
 	char tmp[NAME_MAX + 16];
-	unsigned char *buf = NULL;
 	int out = -1, rc = 0;
 	snprintf(tmp, sizeof tmp, ".%.200s.tmp", name);
 	unlinkat(dirfd, tmp, 0);
@@ -41,12 +38,8 @@ static int copy_in(int src, int64_t size, int dirfd, const char *name)
 				goto fail;
 			}
 			/* No copy offload here (or a short source): plain reads and writes. */
-			if (!(buf = malloc(IO_BUF))) {
-				rc = -ENOMEM;
-				goto fail;
-			}
 			while (in_off < size) {
-				ssize_t r = io_pread_upto(src, buf, IO_BUF, in_off);
+				ssize_t r = io_pread_upto(src, buf, buflen, in_off);
 				if (r <= 0) {
 					rc = r < 0 ? (int)r : -EIO;
 					goto fail;
@@ -63,11 +56,149 @@ static int copy_in(int src, int64_t size, int dirfd, const char *name)
 		goto fail;
 	}
 	close(out);
-	free(buf);
 	return 0;
 fail:
 	close(out);
 	unlinkat(dirfd, tmp, 0);
+	return rc;
+}
+
+
+/* ---- copies made later ---------------------------------------------------------------- */
+
+#define COPY_BUF (1u << 20)
+
+struct copy {
+	int src, dirfd;
+	int64_t size;
+	char name[NAME_MAX + 1];
+	char arg[NAME_MAX + 1];
+};
+
+struct inputs {
+	struct copy *v;
+	size_t n, cap;
+	struct supervisor *sv;
+	char task_id[33];
+	inputs_done_fn done;
+	void *done_arg;
+	size_t failed;              /* index of the copy that failed */
+	int rc;                     /* from the worker */
+};
+
+int inputs_add(struct inputs **list, int src, int64_t size, int dirfd, const char *name, const char *arg)
+{
+	struct inputs *l = *list;
+	if (strlen(name) > NAME_MAX || strlen(arg) > NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!l && !(l = *list = calloc(1, sizeof *l)))
+		return -ENOMEM;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 4;
+		struct copy *v = realloc(l->v, cap * sizeof *v);
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	struct copy *c = &l->v[l->n];
+	c->src = fcntl(src, F_DUPFD_CLOEXEC, 0);
+	c->dirfd = c->src >= 0 ? fcntl(dirfd, F_DUPFD_CLOEXEC, 0) : -1;
+	if (c->dirfd < 0) {
+		int rc = -errno;
+		if (c->src >= 0)
+			close(c->src);
+		return rc;
+	}
+	c->size = size;
+	snprintf(c->name, sizeof c->name, "%s", name);
+	snprintf(c->arg, sizeof c->arg, "%s", arg);
+	l->n++;
+	return 0;
+}
+
+void inputs_free(struct inputs *list)
+{
+	if (!list)
+		return;
+	for (size_t i = 0; i < list->n; i++) {
+		close(list->v[i].src);
+		close(list->v[i].dirfd);
+	}
+	free(list->v);
+	free(list);
+}
+
+/* A copy that failed, as its argument's failure (the same whether it was made now or later). */
+static void copy_failure(struct transfer_error *e, const char *arg, int rc)
+{
+	transfer_error_set(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+	                   "The file for argument %s could not be copied into the job's folder: %s.", arg,
+	                   strerror(-rc));
+}
+
+cJSON *inputs_copy_error(const char *arg, int rc)
+{
+	struct transfer_error e;
+	copy_failure(&e, arg, rc);
+	return transfer_error_envelope(&e, NULL);
+}
+
+/* Make every copy, in order, until one fails (w: the pool, whose stop ends the work early;
+ * NULL inline). */
+static void copy_all(struct workers *w, struct inputs *l)
+{
+	unsigned char *buf = malloc(COPY_BUF);
+	l->rc = buf ? 0 : -ENOMEM;
+	for (l->failed = 0; l->rc == 0 && l->failed < l->n; l->failed++) {
+		const struct copy *c = &l->v[l->failed];
+		if (w && workers_stopping(w))
+			l->rc = -ECANCELED;
+		else
+			l->rc = inputs_copy_file(c->src, c->size, c->dirfd, c->name, buf, COPY_BUF);
+		if (l->rc < 0)
+			break;
+	}
+	free(buf);
+}
+
+static void copy_run(struct workers *w, void *arg)
+{
+	copy_all(w, arg);
+}
+
+/* The loop hears how the copies went; ran 0: the pool stopped before they were made. */
+static void copy_done(void *arg, int ran)
+{
+	struct inputs *l = arg;
+	int rc = ran ? l->rc : -ECANCELED;
+	cJSON *env = NULL;
+	if (rc < 0 && rc != -ECANCELED)
+		env = inputs_copy_error(l->failed < l->n ? l->v[l->failed].arg : "?", rc);
+	l->done(l->done_arg, l->task_id, rc, env);
+	inputs_free(l);
+}
+
+void inputs_run(struct supervisor *sv, struct inputs *list, const char *task_id, inputs_done_fn done,
+                void *arg)
+{
+	list->sv = sv;
+	snprintf(list->task_id, sizeof list->task_id, "%s", task_id);
+	list->done = done;
+	list->done_arg = arg;
+	if (sv->workers && workers_submit(sv->workers, copy_run, copy_done, list) == 0)
+		return;
+	copy_all(NULL, list);
+	copy_done(list, 1);
+}
+
+/* ---- arguments that name files -------------------------------------------------------- */
+
+/* A copy made now (no pool, or a caller that cannot wait), with a scratch buffer of its own. */
+static int copy_now(int src, int64_t size, int dirfd, const char *name)
+{
+	unsigned char *buf = malloc(COPY_BUF);
+	int rc = buf ? inputs_copy_file(src, size, dirfd, name, buf, COPY_BUF) : -ENOMEM;
 	free(buf);
 	return rc;
 }
@@ -102,10 +233,11 @@ static int placed_before(int pd, char *name, size_t len)
 }
 
 /* One argument marked forkpoint-upload: its file copied into inputs/<arg>/ (in: that folder's
- * parent, inputs its path) and the argument replaced by the copy's path.  0, or -1 with e
+ * parent, inputs its path; the copy made now, or noted in *later) and the argument replaced
+ * by the copy's path.  0, or -1 with e
  * filled (naming the argument). */
 static int place_input(struct transfers *tr, int in, const char *inputs, const char *arg, cJSON *args,
-                       const char *v, struct transfer_error *e)
+                       const char *v, struct inputs **later, struct transfer_error *e)
 {
 	char base[NAME_MAX + 1], dest[PATH_MAX + NAME_MAX + 300];
 	int pd = -1, src = -1, rc = -1;
@@ -130,10 +262,8 @@ static int place_input(struct transfers *tr, int in, const char *inputs, const c
 			snprintf(e->param, sizeof e->param, "%s", arg);
 			goto out;
 		}
-	} else if ((rc = copy_in(src, size, pd, base)) < 0) {
-		transfer_error_set(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
-		          "The file for argument %s could not be copied into the job's folder: %s.", arg,
-		          strerror(-rc));
+	} else if ((rc = later ? inputs_add(later, src, size, pd, base, arg) : copy_now(src, size, pd, base)) < 0) {
+		copy_failure(e, arg, rc);
 		rc = -1;
 		goto out;
 	}
@@ -148,9 +278,10 @@ out:
 	return rc;
 }
 
-/* inputs/ and outputs/ first (the job finds both), then every marked argument's file. */
-int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                   cJSON **err)
+/* inputs/ and outputs/ first (the job finds both), then every marked argument's file.  On
+ * failure the copies noted so far are dropped. */
+static int prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                   struct inputs **later, cJSON **err)
 {
 	char inputs[PATH_MAX];
 	const cJSON *props = cJSON_GetObjectItem(schema, "properties");
@@ -172,15 +303,32 @@ int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const
 		if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "forkpoint-upload") != 0)
 			continue;
 		cJSON *v = cJSON_GetObjectItem(args, p->string);
-		if (cJSON_IsString(v) && (rc = place_input(tr, in, inputs, p->string, args, v->valuestring, &e)) < 0)
+		if (cJSON_IsString(v) && (rc = place_input(tr, in, inputs, p->string, args, v->valuestring, later, &e)) < 0)
 			goto out;
 	}
 out:
 	if (rc < 0)
 		*err = transfer_error_envelope(&e, transfers_roots(tr));
+	if (rc < 0 && later) {
+		inputs_free(*later);
+		*later = NULL;
+	}
 	if (in >= 0)
 		close(in);
 	if (wd >= 0)
 		close(wd);
 	return rc;
+}
+
+int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir, cJSON **err)
+{
+	return prepare(tr, schema, args, work_dir, NULL, err);
+}
+
+int inputs_prepare_later(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                         struct inputs **later, cJSON **err)
+{
+	if (later)
+		*later = NULL;
+	return prepare(tr, schema, args, work_dir, later, err);
 }
