@@ -72,7 +72,13 @@ static struct wjob *list_take(struct wlist *l)
 static void *worker_main(void *arg)
 {
 	struct workers *w = arg;
-	(void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WORKERS_NICE);
+	/* A thread starts at its creator's nice value; "lower" is relative to it (a supervisor
+	 * started under nice 5 puts its workers at 15), and nice saturates at 19. */
+	id_t self = (id_t)syscall(SYS_gettid);
+	errno = 0;
+	int base = getpriority(PRIO_PROCESS, self);
+	if (base != -1 || errno == 0)
+		(void)setpriority(PRIO_PROCESS, self, base + WORKERS_NICE > 19 ? 19 : base + WORKERS_NICE);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->queued.head && !atomic_load(&w->stopping))

@@ -107,7 +107,7 @@ struct server {
 static void send_line(struct msess *ms, char *line)
 {
 	struct persist *p = ms->srv->sv->persist;
-	int now = ms->srv->answer_now || !p || persist_pending(p) == 0;
+	int now = ms->srv->answer_now || persist_pending(p) == 0;
 	if ((now ? session_send_now(ms->io, line) : session_send(ms->io, line)) < 0)
 		fplog(&ms->srv->sv->log, FPLOG_ERROR, NULL, "out of memory queueing a message");
 }
@@ -115,7 +115,7 @@ static void send_line(struct msess *ms, char *line)
 /* 1 if every task is durable as it is now: a list of them may then be answered at once. */
 static int all_durable(struct supervisor *sv)
 {
-	if (!sv->persist || persist_pending(sv->persist) == 0)
+	if (persist_pending(sv->persist) == 0)
 		return 1;
 	for (struct task *t = tasks_newest(sv->tasks); t; t = t->next)
 		if (!persist_task_durable(sv->persist, t))
