@@ -183,6 +183,7 @@ int call_start_task(struct session *s, const struct tool_cfg *tool, cJSON *args,
 	return rc;
 }
 
+/* Every answer of a call passes the era's finish (2026-07-28 stamps resultType). */
 static void answer(struct session *s, const cJSON *id, const struct wait_req *rq, cJSON *r)
 {
 	session_reply(s, id, wait_finish(s, rq, r));
@@ -199,6 +200,10 @@ static void follow(struct session *s, struct task *t, const struct wait_req *rq,
 		fplog(&s->sv->log, FPLOG_ERROR, t->id, "out of memory: the client will not hear of this task");
 }
 
+/* The order of the checks is the behaviour: a native task answers its Task at once; a task
+ * that has already finished answers its result in the era that asks for that first; a
+ * question is answered by the era; a task-mode tool hands its task over; only sync and auto
+ * calls wait, auto ones at most waitSeconds. */
 void call_answer_or_wait(struct session *s, const cJSON *id, const cJSON *params, struct task *t,
                          const struct wait_req *rq)
 {
@@ -235,6 +240,8 @@ void call_answer_or_wait(struct session *s, const cJSON *id, const cJSON *params
 		wait_progress(w, 1);
 }
 
+/* Checks in the order a client can fix them: the request's shape, the tool's name, what the
+ * era allows for this tool, then the arguments (call_start_task). */
 void call_tool(struct session *s, const cJSON *id, const cJSON *params, const struct wait_req *rq,
                call_refuse_fn refuse)
 {

@@ -16,6 +16,8 @@ struct catalog {
 	cJSON *tools;          /* every tool definition, configured tools first */
 };
 
+/* A configured tool as tools/list shows it.  A task-mode tool answers with a handle, not its
+ * result, so its outputSchema is not declared: SDK clients would reject the handle. */
 static cJSON *configured_tool_def(const struct tool_cfg *tc)
 {
 	cJSON *t = cJSON_CreateObject();
@@ -34,6 +36,7 @@ static cJSON *configured_tool_def(const struct tool_cfg *tc)
 	return t;
 }
 
+/* Built once: tools/list is answered from this array, never rebuilt per request. */
 struct catalog *catalog_new(struct supervisor *sv)
 {
 	struct catalog *c = calloc(1, sizeof *c);
@@ -60,6 +63,8 @@ void catalog_free(struct catalog *c)
 	free(c);
 }
 
+/* Cursors "tN" are offsets into the fixed array; anything else is an invalid cursor, as the
+ * spec asks (-32602). */
 cJSON *catalog_tools_page(const struct catalog *c, const cJSON *cursor)
 {
 	int start = 0, total = cJSON_GetArraySize(c->tools);
@@ -97,6 +102,7 @@ const cJSON *catalog_tool_schema(const struct catalog *c, const char *name)
 	return NULL;
 }
 
+/* Both eras share this; each maps the error codes to its own (see stateless.c). */
 cJSON *catalog_resources(const struct catalog *c, const char *method, const cJSON *params, int *code,
                          const char **msg)
 {

@@ -61,6 +61,9 @@ static int congested(const struct ndjson *s)
 	return s->paused || queued(s) >= OUT_HIGH;
 }
 
+/* Ask the loop for exactly the readiness we can use now: input only while not congested (the
+ * back-pressure), output only while something released waits.  A shared fd (a socket) has one
+ * registration for both; a regular file is never registered and is driven from a timer. */
 static void update_events(struct ndjson *s)
 {
 	int want_in = !s->eof && !congested(s);
@@ -139,6 +142,8 @@ static void process_input(struct ndjson *s)
 	}
 }
 
+/* Read at most READ_SLICE bytes per turn, so one chatty client cannot starve the loop; stop
+ * early once congested, the rest stays in the kernel until the peer reads its answers. */
 static void on_in(struct ndjson *s)
 {
 	size_t budget = READ_SLICE;
@@ -198,6 +203,9 @@ static void maybe_resume(struct ndjson *s)
 		s->resume_timer = loop_timer_in(s->loop, 0, resume_cb, s);
 }
 
+/* Write what is released until the peer's buffer is full.  A write error means the peer is
+ * gone: everything queued is dropped and later sends are accepted and discarded, so the
+ * owner needs no special case for a dead client (it hears of it through on_close). */
 static void flush(struct ndjson *s)
 {
 	while (writable(s) && !s->out_broken) {
@@ -219,6 +227,7 @@ static void flush(struct ndjson *s)
 	update_events(s);
 }
 
+/* Output first: a turn that frees queue space may let input resume in the same turn. */
 static void on_fd(struct loop *l, int fd, uint32_t ev, void *arg)
 {
 	struct ndjson *s = arg;
@@ -231,6 +240,8 @@ static void on_fd(struct loop *l, int fd, uint32_t ev, void *arg)
 
 static const struct transport_ops ndjson_ops;
 
+/* epoll refuses regular files (EPERM): a config that redirects stdin or stdout to a file
+ * still works, the file side being always ready. */
 struct transport *ndjson_open(struct loop *l, int in_fd, int out_fd, size_t max_line)
 {
 	struct ndjson *s = calloc(1, sizeof *s);
@@ -268,6 +279,7 @@ struct transport *ndjson_open(struct loop *l, int in_fd, int out_fd, size_t max_
 	return &s->base;
 }
 
+/* Unregister before closing: the fd numbers may be reused by the next connection at once. */
 static void nj_close(struct transport *t)
 {
 	struct ndjson *s = (struct ndjson *)t;
@@ -288,6 +300,8 @@ static void nj_close(struct transport *t)
 	free(s);
 }
 
+/* The framing of this transport: one message, one line.  JSON-RPC text from rpc_* never
+ * holds a raw newline (cJSON escapes it), so the newline is the whole frame. */
 static int queue_line(struct ndjson *s, struct wbuf *b, char *line)
 {
 	if (!line)
@@ -354,6 +368,8 @@ static int nj_congested(const struct transport *t)
 	return congested((const struct ndjson *)t);
 }
 
+/* Shutdown only: the loop no longer runs, so wait with poll() for the peer to read, bounded
+ * by timeout_ms, rather than drop answers it was promised. */
 static void nj_drain(struct transport *t, int timeout_ms)
 {
 	struct ndjson *s = (struct ndjson *)t;

@@ -78,6 +78,7 @@ static void on_task(void *arg, struct task *t, enum task_event ev)
 
 /* ---- the 2025-11-25 task API -------------------------------------------------------------- */
 
+/* The task a 2025-11-25 tasks request names, or NULL after answering -32602. */
 static struct task *task_param(struct session *s, const cJSON *id, const cJSON *params)
 {
 	const cJSON *tid = cJSON_GetObjectItemCaseSensitive(params, "taskId");
@@ -88,6 +89,8 @@ static struct task *task_param(struct session *s, const cJSON *id, const cJSON *
 	return t;
 }
 
+/* A read: answered at once when everything about the task is durable, so polling keeps
+ * working while commits fail. */
 static void m_tasks_get(struct session *s, const cJSON *id, const cJSON *params)
 {
 	struct task *t = task_param(s, id, params);
@@ -97,6 +100,8 @@ static void m_tasks_get(struct session *s, const cJSON *id, const cJSON *params)
 		session_reply(s, id, views_task(t));
 }
 
+/* tasks/result blocks in the client, not here: it becomes a WAIT_RESULT of this session and is
+ * answered when the task ends (or dropped if the connection closes first). */
 static void m_tasks_result(struct session *s, const cJSON *id, const cJSON *params)
 {
 	struct task *t = task_param(s, id, params);
@@ -118,6 +123,7 @@ static void m_tasks_result(struct session *s, const cJSON *id, const cJSON *para
 		wait_elicit(f, t, 1);
 }
 
+/* Every task of the server, through the one lister (views_task_page). */
 static void m_tasks_list(struct session *s, const cJSON *id, const cJSON *params)
 {
 	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
@@ -139,6 +145,7 @@ static void m_tasks_list(struct session *s, const cJSON *id, const cJSON *params
 	session_reply(s, id, r);
 }
 
+/* The spec makes cancelling a finished task an error in this era (2026-07-28 acks it). */
 static void m_tasks_cancel(struct session *s, const cJSON *id, const cJSON *params)
 {
 	struct task *t = task_param(s, id, params);
@@ -172,6 +179,9 @@ static int refuse(struct session *s, const cJSON *id, const struct tool_cfg *too
 	return 0;
 }
 
+/* The one tools/call path, with this era's rules: params.task asks for a native task on a
+ * session that negotiated 2025-11-25, questions go out as elicitation when the client can
+ * answer them. */
 static void m_tools_call(struct session *s, const cJSON *id, const cJSON *params)
 {
 	const cJSON *taskp = s->tasks_era ? cJSON_GetObjectItemCaseSensitive(params, "task") : NULL;
@@ -200,6 +210,7 @@ static void m_resources(struct session *s, const char *method, const cJSON *id, 
 		session_reply_error(s, id, code, msg, NULL);
 }
 
+/* Per session: each connection chooses its own level; -1 (the default) sends no logs. */
 static void m_set_level(struct session *s, const cJSON *id, const cJSON *params)
 {
 	const cJSON *lv = cJSON_GetObjectItemCaseSensitive(params, "level");
@@ -213,6 +224,8 @@ static void m_set_level(struct session *s, const cJSON *id, const cJSON *params)
 	session_reply(s, id, cJSON_CreateObject());
 }
 
+/* Version negotiation: echo a supported version, else offer the newest.  Capabilities are
+ * declared only for what this session can use (tasks from 2025-11-25 on). */
 static void m_initialize(struct session *s, const cJSON *id, const cJSON *params)
 {
 	const cJSON *pv = cJSON_GetObjectItemCaseSensitive(params, "protocolVersion");
@@ -257,6 +270,7 @@ static void m_initialize(struct session *s, const cJSON *id, const cJSON *params
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
+/* Notifications get no answer, whatever they carry. */
 static void notification(struct session *s, const struct rpc_msg *m)
 {
 	if (strcmp(m->method, "notifications/initialized") == 0) {
@@ -299,6 +313,8 @@ static void session_method(struct session *s, const char *method, const cJSON *i
 	}
 }
 
+/* Route one request or notification.  answer_now is decided here for what promises nothing
+ * (housekeeping), before the method may decide it for reads of durable state. */
 static void dispatch(struct session *s, struct rpc_msg *m)
 {
 	const char *method = m->method;
@@ -332,6 +348,7 @@ static void dispatch(struct session *s, struct rpc_msg *m)
 
 /* ---- transport events ---------------------------------------------------------------------- */
 
+/* One message from the transport.  Parse errors are answered at once: they promise nothing. */
 static void on_message(void *arg, const char *line, size_t len)
 {
 	struct session *s = arg;
@@ -390,6 +407,7 @@ static void on_flow(void *arg, int stopped)
 
 /* ---- sessions ----------------------------------------------------------------------------- */
 
+/* Waits first: a LATER wait the pool still holds must be detached before the session goes. */
 static void session_free(struct session *s)
 {
 	waits_drop(s);
@@ -397,6 +415,7 @@ static void session_free(struct session *s)
 	free(s);
 }
 
+/* Binding happens before the loop runs again, so no event of the new connection is lost. */
 int server_attach_transport(struct server *srv, struct transport *t, int primary)
 {
 	if (!t)
@@ -426,6 +445,8 @@ int server_attach(struct server *srv, int in_fd, int out_fd, int primary)
 	return server_attach_transport(srv, t, primary);
 }
 
+/* The server hooks itself into the task table (events) and the logger (client log lines):
+ * both are routed per session from here. */
 struct server *server_new(struct supervisor *sv)
 {
 	struct server *srv = calloc(1, sizeof *srv);
@@ -458,6 +479,9 @@ void server_free(struct server *srv)
 	free(srv);
 }
 
+/* After the turn's commit.  A closed session is freed here, not in its on_close: what it was
+ * answered before it closed still goes out first, and no transport callback frees its own
+ * transport. */
 void server_release(struct server *srv)
 {
 	for (struct session **pp = &srv->sessions; *pp;) {

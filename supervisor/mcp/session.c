@@ -41,11 +41,13 @@ void session_notify(struct session *s, const char *method, cJSON *params)
 	session_send(s, rpc_notification(method, params));
 }
 
+/* A closed session counts as congested: nothing unrequested is produced for it. */
 int session_congested(const struct session *s)
 {
 	return s->closed || transport_congested(s->io);
 }
 
+/* A refusal promises nothing, so it goes at once even while commits fail. */
 int session_refuse_if_faulted(struct session *s, const cJSON *id)
 {
 	int fault = persist_fault(s->sv->persist);

@@ -77,6 +77,8 @@ static void missing_tasks_extension(struct session *s, const cJSON *id, const ch
 
 /* ---- this era's answers for a call that waits (wait.h) ----------------------------------- */
 
+/* A task goes only to a request that declared the extension, and never for a tool that
+ * forbids tasks. */
 static int may_return_task(const struct wait_req *rq, const struct task *t)
 {
 	return rq->ext_tasks && t->tool && t->tool->task_support != TASK_SUPPORT_FORBIDDEN;
@@ -101,6 +103,7 @@ static cJSON *question(struct session *s, const struct wait_req *rq, struct task
 	return stamp(s, r, "input_required");
 }
 
+/* What every answer of a call passes through: a result without a type is "complete". */
 static cJSON *finish(struct session *s, cJSON *r)
 {
 	return stamp(s, r, "complete");
@@ -113,6 +116,7 @@ static const struct wait_style style = {
 	.final_first = 1,
 };
 
+/* A task-only tool cannot answer a client that cannot take a task: -32021 names what to declare. */
 static int refuse(struct session *s, const cJSON *id, const struct tool_cfg *tool, const struct wait_req *rq)
 {
 	if (tool->task_support != TASK_SUPPORT_REQUIRED || rq->ext_tasks)
@@ -142,6 +146,7 @@ static int apply_responses(struct session *s, struct task *t, const cJSON *respo
 
 /* ---- methods ------------------------------------------------------------------------------ */
 
+/* server/discover replaces initialize in this era: what the server speaks and offers. */
 static void m_discover(struct session *s, const cJSON *id)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -180,6 +185,8 @@ static struct task *task_param(struct session *s, const cJSON *id, const cJSON *
 	return t;
 }
 
+/* tasks/get is a read; tasks/update and tasks/cancel change the task and are refused first
+ * while the journal cannot take records. */
 static void m_tasks(struct session *s, const cJSON *id, const char *method, const cJSON *params)
 {
 	struct task *t = task_param(s, id, params, method);
@@ -246,6 +253,7 @@ static void m_call_retry(struct session *s, const cJSON *id, const cJSON *params
 	call_answer_or_wait(s, id, params, t, rq);
 }
 
+/* This era's extra fields are checked here; the call itself takes the shared path. */
 static void m_call(struct session *s, const cJSON *id, const cJSON *params, const struct wait_req *rq)
 {
 	const cJSON *name = cJSON_GetObjectItemCaseSensitive(params, "name");
@@ -309,6 +317,7 @@ static int request_client(struct session *s, const cJSON *id, const cJSON *param
 	return 0;
 }
 
+/* Capabilities are per request in this era: each request builds its own wait_req. */
 void stateless_request(struct session *s, const cJSON *id, const char *method, const cJSON *params)
 {
 	struct wait_req rq;

@@ -21,6 +21,8 @@ static cJSON *tool_def(cJSON *arr, const char *name, const char *title, const ch
 	return toolresult_tool_def(arr, name, title, desc, readonly, !readonly, readonly);
 }
 
+/* The descriptions are what a model reads to decide what to call: each says when to use the
+ * tool and what to pass. */
 void tasktools_list(cJSON *arr)
 {
 	cJSON *s, *p;
@@ -67,6 +69,7 @@ int tasktools_is_read(const char *name)
 	return strcmp(name, "durable_task_get") == 0 || strcmp(name, "durable_task_list") == 0;
 }
 
+/* An id that never existed (as opposed to an expired one, which has a tombstone). */
 static cJSON *unknown_task(const char *id)
 {
 	char msg[200];
@@ -76,6 +79,8 @@ static cJSON *unknown_task(const char *id)
 		"the tasks that exist.");
 }
 
+/* Choices are checked here, before the job sees the answer: a model that answers off-list
+ * gets an error it can fix instead of a job that fails later. */
 static cJSON *do_respond(struct supervisor *sv, struct task *t, const cJSON *response)
 {
 	char msg[300];
@@ -113,6 +118,8 @@ static cJSON *do_respond(struct supervisor *sv, struct task *t, const cJSON *res
 	return toolresult_wrap(o, 0);
 }
 
+/* Cancelling a finished task is not an error for a model: it is told the task was left as
+ * it is. */
 static cJSON *do_cancel(struct supervisor *sv, struct task *t)
 {
 	int rc = tasks_cancel(sv->tasks, t, "cancelled by the client");
@@ -126,6 +133,7 @@ static cJSON *do_cancel(struct supervisor *sv, struct task *t)
 	return toolresult_wrap(o, 0);
 }
 
+/* The status filter as an enum value (-1: none); the schema has already checked the name. */
 static int status_of(const cJSON *status)
 {
 	for (int i = 0; status && i <= TASK_CANCELLED; i++)
@@ -134,6 +142,7 @@ static int status_of(const cJSON *status)
 	return -1;
 }
 
+/* One page through the one lister; the note tells the model whether to page on. */
 static cJSON *do_list(struct supervisor *sv, const cJSON *status, const cJSON *cursor)
 {
 	const char *next;
@@ -151,6 +160,7 @@ static cJSON *do_list(struct supervisor *sv, const cJSON *status, const cJSON *c
 	return toolresult_wrap(o, 0);
 }
 
+/* Validate against the tool's own schema first: every error then names the field at fault. */
 cJSON *tasktools_call(struct supervisor *sv, const char *name, const cJSON *schema, cJSON *args)
 {
 	char err[256], field[128];

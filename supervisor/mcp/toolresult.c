@@ -7,6 +7,8 @@
 
 #include "supervisor/core/tasks.h"
 
+/* The same JSON twice: clients that read only text blocks (most hosts' models) and those
+ * that read structuredContent (SDK clients with an outputSchema) see the same answer. */
 cJSON *toolresult_wrap(cJSON *obj, int is_error)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -36,6 +38,7 @@ cJSON *toolresult_error(const char *code, const char *message, int retryable, co
 	return toolresult_failure(task_envelope(code, message, retryable, hint));
 }
 
+/* Names the errno so an operator can tell a full disk (ENOSPC) from a failing one (EIO). */
 cJSON *toolresult_storage_error(int err)
 {
 	char msg[300];
@@ -65,6 +68,8 @@ cJSON *toolresult_prop(cJSON *props, const char *name, const char *type, const c
 	return p;
 }
 
+/* Built-in tools never reach outside the server (openWorldHint false) and take no keys
+ * beyond their schema's (additionalProperties false). */
 cJSON *toolresult_tool_def(cJSON *arr, const char *name, const char *title, const char *desc, int readonly,
                            int destructive, int idempotent)
 {

@@ -32,6 +32,7 @@ static void add_time(cJSON *o, const char *key, int64_t ms)
 
 /* ---- the model-facing views (durable_task_*) ------------------------------------------- */
 
+/* What every model-facing view starts with: enough to call the next tool. */
 static cJSON *base_view(const struct task *t)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -41,6 +42,7 @@ static cJSON *base_view(const struct task *t)
 	return o;
 }
 
+/* Progress only when the job reported some: an empty object would read as "no progress". */
 static void add_progress(cJSON *o, const struct task *t)
 {
 	if (!t->progress_msg && t->fraction < 0)
@@ -51,6 +53,8 @@ static void add_progress(cJSON *o, const struct task *t)
 		cJSON_AddNumberToObject(p, "fraction", t->fraction);
 }
 
+/* The note differs by state because a model acts on it literally: a queued task must not read
+ * as running, a finished one must not invite more polling than one call. */
 cJSON *views_handle(struct supervisor *sv, const struct task *t)
 {
 	cJSON *o = base_view(t);
@@ -148,6 +152,8 @@ static void add_status_part(struct supervisor *sv, cJSON *o, const struct task *
 	}
 }
 
+/* Times and attempt let a model tell a resumed task from a stuck one; the effective sandbox
+ * shows what the job was allowed. */
 cJSON *views_status(struct supervisor *sv, const struct task *t)
 {
 	cJSON *o = base_view(t);
@@ -198,6 +204,8 @@ cJSON *views_result_lost(const struct task *t)
 	return toolresult_wrap(o, 1);
 }
 
+/* A lost or too-large result must not be inlined: the first is an error of its own, the
+ * second a link (transfer_result_link) the model can download. */
 cJSON *views_status_result(struct supervisor *sv, const struct task *t)
 {
 	if (t->status == TASK_COMPLETED && t->result_lost)
@@ -207,6 +215,9 @@ cJSON *views_status_result(struct supervisor *sv, const struct task *t)
 	return toolresult_wrap(views_status(sv, t), 0);
 }
 
+/* A job's explicit MCP result goes as it is (cleaned when it was received, mcpresult.h); plain
+ * JSON becomes structuredContent plus text.  A task that did not complete answers its status
+ * view as an error result, so a sync caller sees why. */
 cJSON *views_final_result(struct supervisor *sv, const struct task *t)
 {
 	if (t->status == TASK_COMPLETED && t->result_lost)
@@ -239,6 +250,8 @@ cJSON *views_list_entry(const struct task *t)
 
 /* ---- the protocol task APIs ------------------------------------------------------------- */
 
+/* The one line a task-API client shows next to the status: the question, the failure, or
+ * the latest progress message. */
 static const char *status_message(const struct task *t)
 {
 	if (t->status == TASK_INPUT_REQUIRED && t->question_prompt)
@@ -267,6 +280,8 @@ static double ttl_seconds(const struct task *t)
 	return t->tool ? t->tool->ttl_seconds : DEFAULT_TTL_S;
 }
 
+/* ttl in milliseconds, as SEP-1686 asks; tasks made before the tool was removed from the
+ * config keep the default. */
 cJSON *views_task(const struct task *t)
 {
 	cJSON *o = task_object(t);
@@ -275,6 +290,8 @@ cJSON *views_task(const struct task *t)
 	return o;
 }
 
+/* A one-field form: clients render it as a prompt with a text box, or a pick list when the
+ * job offered choices. */
 cJSON *views_elicit_params(const struct task *t)
 {
 	cJSON *p = cJSON_CreateObject();
@@ -315,6 +332,8 @@ static cJSON *task_error(const struct task *t)
 	return err;
 }
 
+/* The 2026-07-28 extension inlines what the status implies, so one tasks/get tells a client
+ * everything it needs to act. */
 cJSON *views_task_stateless(struct supervisor *sv, const struct task *t, int detailed)
 {
 	cJSON *o = task_object(t);
@@ -345,6 +364,8 @@ cJSON *views_task_stateless(struct supervisor *sv, const struct task *t, int det
 
 /* ---- listing ---------------------------------------------------------------------------- */
 
+/* Cursors are task ids: stable across inserts at the head (new tasks come first), and a
+ * cursor naming an expired task fails loudly rather than restarting the list. */
 int views_task_page(struct tasks *ts, const char *cursor, int status, int max,
                     cJSON *(*entry)(const struct task *t), cJSON *arr, const char **next)
 {

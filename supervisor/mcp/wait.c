@@ -21,6 +21,8 @@ struct outreq {
 	struct outreq *next;
 };
 
+/* The request id and progressToken are copied: the message they came in is freed once it has
+ * been dispatched, the wait lives on. */
 struct wait *wait_new(struct session *s, enum wait_kind kind, const cJSON *id, struct task *t,
                       const struct wait_req *rq, const cJSON *token_from)
 {
@@ -46,6 +48,7 @@ struct wait *wait_new(struct session *s, enum wait_kind kind, const cJSON *id, s
 	return w;
 }
 
+/* A detached wait (its session closed) is on no list. */
 static void unlink_wait(struct wait *w)
 {
 	for (struct wait **pp = w->s ? &w->s->waits : NULL; pp && *pp; pp = &(*pp)->next)
@@ -124,6 +127,8 @@ void waits_flush_owed(struct session *s)
 
 /* ---- answers ---------------------------------------------------------------------------- */
 
+/* Initialize-based sessions get the facade's handle: a plain CallToolResult any client can
+ * show, pointing the model at durable_task_get. */
 cJSON *wait_handover(struct session *s, const struct wait_req *rq, struct task *t)
 {
 	if (rq->style)
@@ -151,6 +156,7 @@ void wait_answer(struct wait *w, cJSON *result)
 	wait_free(w);
 }
 
+/* An auto call that is still running after waitSeconds stops waiting: the task goes on. */
 static void on_timer(struct loop *l, void *arg)
 {
 	struct wait *w = arg;
@@ -166,6 +172,8 @@ void wait_set_timer(struct wait *w, int64_t ms)
 
 /* ---- questions -------------------------------------------------------------------------- */
 
+/* The request is remembered by id (outreq) so the answer can be matched to the question it
+ * answers, even when the task has asked another meanwhile. */
 void wait_elicit(struct wait *w, const struct task *t, int tag)
 {
 	struct session *s = w->s;
@@ -230,6 +238,8 @@ const cJSON *wait_elicited_answer(const struct task *t, const cJSON *res)
 	return elicited_answer(t, res);
 }
 
+/* Responses are matched within the session that was asked: another connection cannot answer
+ * a question it was never sent. */
 void waits_on_response(struct session *s, const struct rpc_msg *m)
 {
 	if (!cJSON_IsNumber(m->id))
@@ -277,6 +287,8 @@ static void follow_event(struct wait *w, struct task *t, enum task_event ev)
 		wait_free(w);
 }
 
+/* A request waiting on the task: tasks/result cares only for the end; a call also carries
+ * progress and may stop waiting at a question. */
 static void request_event(struct wait *w, struct task *t, enum task_event ev)
 {
 	if (w->kind == WAIT_RESULT) {
@@ -335,6 +347,7 @@ struct wait *waits_follow(struct session *s, const struct task *t)
 	return NULL;
 }
 
+/* Log routing asks this for every line about a task: a short walk of one session's waits. */
 int waits_concern(const struct session *s, const char *task_id)
 {
 	for (const struct wait *w = s->waits; w; w = w->next)
@@ -343,6 +356,8 @@ int waits_concern(const struct session *s, const char *task_id)
 	return 0;
 }
 
+/* Dropping a wait never touches its task: a closed connection is not a cancel.  The session's
+ * own timer and its unanswered elicitation requests go with it. */
 void waits_drop(struct session *s)
 {
 	while (s->waits) {
