@@ -2,8 +2,8 @@
  * the stdio transport, each a socketpair whose far end this test plays as the client:
  *   - routing: a log line and a status notification about a task reach only the connection
  *     that created the task, never the other one;
- *   - close: a connection that closes loses its waits (a sync call, a tasks/result on another
- *     connection's task) at once and is freed at the next release, while every task it created
+ *   - close: a connection that closes loses its waits (sync calls of both protocol eras, a
+ *     tasks/result on another connection's task) at once and is freed at the next release, while every task it created
  *     or waited on runs on;
  *   - no growth: opening and closing many connections, each with a wait, leaves the server
  *     holding what it held before (sessions and waits), and nothing leaks (ASan build).
@@ -221,15 +221,22 @@ static void test_close(struct tally *t)
 	snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":\"res\",\"method\":\"tasks/result\",\"params\":"
 	         "{\"taskId\":\"%s\"}}", idb);
 	client_send(&a, req);
-	CHECK(t, await(&e, &a, "notifications/progress"), "the sync call waits (its first progress came)");
+	CHECK(t, await(&e, &a, "\"progressToken\":\"p\""), "the sync call waits (its first progress came)");
+	/* The same waiter type serves a 2026-07-28 stateless call on the same connection. */
+	client_send(&a, "{\"jsonrpc\":\"2.0\",\"id\":\"sl\",\"method\":\"tools/call\",\"params\":{\"name\":\"s\","
+	                "\"arguments\":{},\"_meta\":{\"progressToken\":\"q\",\"io.modelcontextprotocol/protocolVersion\":"
+	                "\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}");
+	CHECK(t, await(&e, &a, "\"progressToken\":\"q\""), "the stateless sync call waits too");
 	turn(&e);
 	server_stats(e.sv.server, &st1);
-	CHECKF(t, st1.waits == st0.waits + 3, "waits: %zu before, %zu with A's", st0.waits, st1.waits);
+	/* Each sync call: its WAIT_CALL and the session's WAIT_FOLLOW of the task; tasks/result: one. */
+	CHECKF(t, st1.waits == st0.waits + 5, "waits: %zu before, %zu with A's", st0.waits, st1.waits);
 	struct task *ts = NULL;
+	int sync_tasks = 0;
 	for (struct task *x = tasks_newest(e.sv.tasks); x; x = x->next)
 		if (strcmp(x->tool_name, "s") == 0)
-			ts = x;
-	CHECK(t, ts && ts->status == TASK_WORKING, "the sync call's task exists");
+			ts = x, sync_tasks++;
+	CHECK(t, ts && sync_tasks == 2 && ts->status == TASK_WORKING, "the sync calls' tasks exist");
 
 	close(a.fd);
 	for (int i = 0; i < 20; i++)
@@ -238,8 +245,10 @@ static void test_close(struct tally *t)
 	CHECKF(t, st2.sessions == 1 && st2.waits == st0.waits, "after A closed: %zu sessions, %zu waits (want 1, %zu)",
 	       st2.sessions, st2.waits, st0.waits);
 	CHECK(t, st2.sessions == 1 && st2.waits == st0.waits, "a closed connection's waits and session are freed");
-	CHECK(t, ts && tasks_find(e.sv.tasks, ts->id) == ts && ts->status == TASK_WORKING,
-	      "the task A's sync call waited on runs on");
+	int running = 0;
+	for (struct task *x = tasks_newest(e.sv.tasks); x; x = x->next)
+		running += strcmp(x->tool_name, "s") == 0 && x->status == TASK_WORKING;
+	CHECK(t, running == 2, "the tasks A's sync calls waited on run on");
 	CHECK(t, tasks_find(e.sv.tasks, idb) == tb && tb->status == TASK_WORKING,
 	      "the task A's tasks/result waited on runs on");
 
