@@ -17,6 +17,7 @@
 #include "proto/jsonrpc.h"
 #include "proto/termsafe.h"
 #include "proto/io.h"
+#include "proto/jsontext.h"
 
 static const char usage_call[] =
 	"usage: forkpoint call TOOL ['JSON'] --config FILE [--state DIR] [--raw]\n"
@@ -254,7 +255,7 @@ static const cJSON *structured(const cJSON *resp)
  * --raw, so a program reading it gets the same value either way. */
 static void print_json(const struct client *c, const cJSON *v)
 {
-	char *s = cJSON_Print(v);
+	char *s = jsontext_pretty(v);
 	char *safe = s && !c->raw ? termsafe_str(s, TERMSAFE_JSON | TERMSAFE_TEXT) : NULL;
 	if (c->raw ? s != NULL : safe != NULL)
 		printf("%s\n", c->raw ? s : safe);
@@ -263,11 +264,32 @@ static void print_json(const struct client *c, const cJSON *v)
 	fflush(stdout);
 }
 
-/* Ask a question on the terminal.  Returns a malloc'd answer or NULL. */
+/* The choice a typed line picks: the choice with exactly that text, else the n-th choice when the
+ * line is a number n in 1..count (so "2" picks the second of [yes/no] unless a choice is
+ * literally "2").  NULL when it picks none. */
+static const char *pick_choice(const cJSON *choices, const char *line)
+{
+	const cJSON *ch;
+	cJSON_ArrayForEach(ch, choices)
+		if (cJSON_IsString(ch) && strcmp(ch->valuestring, line) == 0)
+			return ch->valuestring;
+	char *end;
+	errno = 0;
+	long n = strtol(line, &end, 10);
+	if (errno || end == line || *end != '\0' || n < 1 || n > cJSON_GetArraySize(choices))
+		return NULL;
+	ch = cJSON_GetArrayItem(choices, (int)n - 1);
+	return cJSON_IsString(ch) ? ch->valuestring : NULL;
+}
+
+/* Ask a question on the terminal.  Returns a malloc'd answer or NULL.  After an answer that picks
+ * no choice, the prompt itself carries the hint (a separate hint line could be drawn over by the
+ * progress bar or lost above the prompt), and at most five tries are made. */
 static char *ask_user(struct client *c, const cJSON *req)
 {
 	const cJSON *prompt = cJSON_GetObjectItem(req, "prompt");
 	const cJSON *choices = cJSON_GetObjectItem(req, "choices");
+	int n_choices = cJSON_IsArray(choices) ? cJSON_GetArraySize(choices) : 0;
 	clear_bar(c);
 	FILE *tty = fopen("/dev/tty", "r+");
 	FILE *in = tty ? tty : stdin;
@@ -276,7 +298,7 @@ static char *ask_user(struct client *c, const cJSON *req)
 	char *answer = NULL;
 	for (int tries = 0; tries < 5 && !answer; tries++) {
 		put_shown(c, out, "? ", cJSON_IsString(prompt) ? prompt->valuestring : "(no prompt)", "");
-		if (cJSON_IsArray(choices)) {
+		if (n_choices > 0) {
 			fputs(" [", out);
 			const cJSON *ch;
 			int first = 1;
@@ -285,22 +307,23 @@ static char *ask_user(struct client *c, const cJSON *req)
 				first = 0;
 			}
 			fputs("]", out);
+			if (tries > 0)
+				fprintf(out, " (answer one of the choices, or its number 1-%d)", n_choices);
 		}
 		fputs(" ", out);
 		fflush(out);
 		if (!fgets(line, sizeof line, in))
 			break;
 		line[strcspn(line, "\r\n")] = 0;
-		if (!cJSON_IsArray(choices) || cJSON_GetArraySize(choices) == 0) {
+		if (n_choices == 0) {
 			answer = strdup(line);
 			break;
 		}
-		const cJSON *ch;
-		cJSON_ArrayForEach(ch, choices)
-			if (cJSON_IsString(ch) && strcmp(ch->valuestring, line) == 0)
-				answer = strdup(line);
-		if (!answer)
-			fprintf(out, "  please answer with one of the choices\n");
+		const char *pick = pick_choice(choices, line);
+		if (pick)
+			answer = strdup(pick);
+		else if (!tty)
+			fputc('\n', out);   /* typed input echoes its own newline only on a terminal */
 	}
 	if (tty)
 		fclose(tty);

@@ -47,7 +47,11 @@ static const char usage_mcp[] =
 	"usage: forkpoint mcp --config FILE [--state DIR] [--log-level LEVEL]\n"
 	"\n"
 	"Serve MCP (newline-delimited JSON-RPC) on stdin/stdout.  Logs go to stderr.\n"
-	"Exits 0 when stdin closes or on SIGTERM, stopping its jobs.\n";
+	"Exits 0 when stdin closes or on SIGTERM, stopping its jobs.\n"
+	"\n"
+	"  --config FILE      the tools and server settings (docs/config.md); default $FORKPOINT_CONFIG\n"
+	"  --state DIR        the state dir (journal, task folders); default $FORKPOINT_STATE\n"
+	"  --log-level LEVEL  debug, info, notice, warning or error (default info)\n";
 
 static int usage_error(const char *msg, const char *usage)
 {

@@ -19,6 +19,7 @@
 #include "supervisor/core/tasks.h"
 #include "proto/termsafe.h"
 #include "proto/io.h"
+#include "proto/jsontext.h"
 
 char *ops_default_state_dir(void)
 {
@@ -289,7 +290,7 @@ static void tap(void *arg, int type, const char *id, const msgpack_object *m)
  * (the escapes are JSON's own, so the text still parses to the same value). */
 static void print_kv_json(const char *k, const cJSON *v, int raw)
 {
-	char *s = cJSON_Print(v);
+	char *s = jsontext_pretty(v);
 	char *safe = s && !raw ? termsafe_str(s, TERMSAFE_JSON | TERMSAFE_TEXT) : NULL;
 	printf("%-12s %s\n", k, raw && s ? s : safe ? safe : "null");
 	free(safe);

@@ -11,6 +11,7 @@
 #include "proto/schema.h"
 #include "proto/io.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -116,6 +117,51 @@ static int need_object(struct ctx *cx, const cJSON *v, const char *path)
 	return cJSON_IsObject(v) ? 0 : fail(cx, path, "must be an object");
 }
 
+/* Edit distance between a and b, ignoring case (a key typed as "MaxConcurrent" or "maxConcurent"
+ * is still recognised), capped at 3: only "close enough to suggest" matters.  Two rows of the
+ * classic table suffice; keys longer than 63 bytes are never suggested for. */
+static int key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int prev[64], cur[64];
+	if (la > 63 || lb > 63)
+		return 3;
+	for (size_t j = 0; j <= lb; j++)
+		prev[j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int best = cur[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int sub = prev[j - 1] + (tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]));
+			int del = prev[j] + 1, ins = cur[j - 1] + 1;
+			cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			if (cur[j] < best)
+				best = cur[j];
+		}
+		if (best >= 3)
+			return 3;   /* every later row is at least as far */
+		memcpy(prev, cur, (lb + 1) * sizeof *cur);
+	}
+	return prev[lb] < 3 ? prev[lb] : 3;
+}
+
+/* "unknown key", with the nearest allowed key when one is within two edits (and the key is
+ * long enough that two edits are not a different word). */
+static int unknown_key(struct ctx *cx, const char *kp, const char *key, const char *const *allowed)
+{
+	const char *best = NULL;
+	int best_d = 3;
+	for (size_t i = 0; allowed[i]; i++) {
+		int d = key_distance(key, allowed[i]);
+		if (d < best_d && (d == 0 || strlen(allowed[i]) > (size_t)(2 * d))) {
+			best = allowed[i];
+			best_d = d;
+		}
+	}
+	if (best)
+		return fail(cx, kp, "unknown key (did you mean \"%s\"?)", best);
+	return fail(cx, kp, "unknown key");
+}
+
 /* Unknown and repeated keys; `allowed` ends with NULL.  The first repeat of an allowed key is
  * met within the first |allowed|+1 members, so the quadratic scan stays small. */
 static int check_keys(struct ctx *cx, const cJSON *obj, const char *opath,
@@ -130,7 +176,7 @@ static int check_keys(struct ctx *cx, const cJSON *obj, const char *opath,
 			if (strcmp(allowed[i], k->string) == 0)
 				break;
 		if (!allowed[i])
-			return fail(cx, kp, "unknown key");
+			return unknown_key(cx, kp, k->string, allowed);
 		for (const cJSON *e = obj->child; e != k; e = e->next)
 			if (strcmp(e->string, k->string) == 0)
 				return fail(cx, kp, "duplicate key");
@@ -936,6 +982,12 @@ static int build(struct ctx *cx, const char *text, size_t len, struct config **o
 	}
 	if (!cJSON_IsObject(root)) {
 		fail(cx, "", "the top level must be a JSON object with \"server\" and \"tools\"");
+		goto fail;
+	}
+	if (get(root, "mcpServers") && !get(root, "tools")) {
+		/* The commonest first mistake: pointing --config at the MCP host's own file. */
+		fail(cx, "mcpServers", "this is an MCP host's config file (the one that starts forkpoint), "
+		     "not forkpoint's: --config wants a file with \"server\" and \"tools\" (docs/config.md)");
 		goto fail;
 	}
 	if (check_keys(cx, root, "", keys) || parse_server(cx, get(root, "server"), &c->server) ||

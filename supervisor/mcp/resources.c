@@ -20,6 +20,7 @@
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
+#include "proto/jsontext.h"
 
 #define LIST_PAGE  100
 
@@ -726,7 +727,7 @@ cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_er
 	if (t->status == TASK_COMPLETED && !t->result && t->result_blob[0])
 		return read_result_blob(tr, sv, uri, t, rpc_err, msg);
 	cJSON *o = outcome_json(t);
-	char *s = o ? cJSON_Print(o) : NULL;
+	char *s = o ? jsontext_pretty(o) : NULL;
 	cJSON_Delete(o);
 	if (!s)
 		return rpc_fail(tr, -32603, rpc_err, msg, "out of memory");

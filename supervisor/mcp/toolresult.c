@@ -14,7 +14,7 @@ cJSON *toolresult_wrap(cJSON *obj, int is_error)
 	cJSON *r = cJSON_CreateObject();
 	cJSON *content = cJSON_AddArrayToObject(r, "content");
 	cJSON *text = cJSON_CreateObject();
-	char *pretty = cJSON_Print(obj);
+	char *pretty = cJSON_PrintUnformatted(obj);   /* a model reads it: no layout to pay for */
 	cJSON_AddStringToObject(text, "type", "text");
 	cJSON_AddStringToObject(text, "text", pretty ? pretty : "{}");
 	free(pretty);

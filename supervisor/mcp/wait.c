@@ -2,7 +2,6 @@
 #include "supervisor/mcp/wait.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "supervisor/mcp/views.h"
 
 #define PROGRESS_MIN_MS 50    /* per wait: at most 20 progress notifications a second */
+#define PROGRESS_STEP   1e-6  /* the least rise of a repeated progress value (printed exactly) */
 #define RELATED_TASK    "io.modelcontextprotocol/related-task"
 
 /* An elicitation/create we sent and whose answer we wait for. */
@@ -102,10 +102,18 @@ void wait_progress(struct wait *w, int force)
 		w->progress_owed = 1;
 		return;
 	}
-	/* progress must strictly increase: a repeated or lower fraction still moves it a hair. */
+	/* progress must strictly increase, as the client reads it.  A repeated or lower fraction
+	 * (a new message only) moves it by PROGRESS_STEP: a one-ulp step would not survive printing
+	 * (cJSON prints a double that equals its 15-digit form within an epsilon as that form, so
+	 * 0.5 + 1 ulp goes out as 0.5).  At the total there is no room left: the message waits for
+	 * the result, which supersedes it. */
 	double v = t->fraction >= 0 ? t->fraction : w->last_progress < 0 ? 0 : w->last_progress;
 	if (v <= w->last_progress)
-		v = nextafter(w->last_progress, 2.0);
+		v = w->last_progress + PROGRESS_STEP;
+	if (v > 1.0) {
+		w->progress_owed = 0;
+		return;
+	}
 	cJSON *params = cJSON_CreateObject();
 	cJSON_AddItemToObject(params, "progressToken", cJSON_Duplicate(w->token, 0));
 	cJSON_AddNumberToObject(params, "progress", v);

@@ -209,6 +209,13 @@ describe('job text that tries to drive the terminal', () => {
 		assert.ok(r.stderr.includes(Buffer.from('\x1b]52;c;')), 'raw progress on stderr');
 	});
 
+	it('call: a number picks the numbered choice; a wrong answer re-asks with the hint in the prompt', async () => {
+		const r = await callEvil([], 'maybe\n2');
+		assert.equal(r.status, 0, r.stderr.toString());
+		assert.equal(JSON.parse(r.stdout).a, 'no');
+		assert.match(r.stderr.toString(), /\[yes\/no\] \(answer one of the choices, or its number 1-2\)/);
+	});
+
 	it('logs: escaped in a pipe, newlines kept; --raw gives the bytes', () => {
 		const r = runB(['logs', id, ...st]);
 		assert.equal(r.status, 0, r.stderr.toString());

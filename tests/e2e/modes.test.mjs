@@ -11,12 +11,30 @@ describe('sync and auto modes', () => {
 		srv = await startServer({
 			tools: [
 				reportTool('report-sync', { mode: 'sync' }),
+				{
+					name: 'repeat-sync', mode: 'sync', description: 'The same fraction twice, then the total.',
+					inputSchema: { type: 'object' },
+					command: ['/bin/sh', '-c', 'forkpoint-job progress 0.5 a; sleep 0.2; forkpoint-job progress 0.5 b; ' +
+						'sleep 0.2; forkpoint-job progress 1 c; sleep 0.2; forkpoint-job result \'{"ok":true}\''],
+				},
 				reportTool('report-auto', { mode: 'auto', waitSeconds: 0.5 }),
 				countTool('count-sync', { mode: 'sync' }),
 			],
 		});
 	});
 	after(async () => { await srv?.close(); });
+
+	it('sync: a repeated fraction with a new message still rises as the client reads it, never past the total', async () => {
+		const progress = [];
+		const res = await call(srv.client, 'repeat-sync', {}, { onprogress: (p) => progress.push(p) });
+		assert.deepEqual(res.structuredContent, { ok: true });
+		const msgs = progress.map((p) => p.message);
+		assert.ok(msgs.includes('a') && msgs.includes('b'), JSON.stringify(progress));
+		for (let i = 0; i < progress.length; i++) {
+			assert.ok(progress[i].progress <= progress[i].total, JSON.stringify(progress));
+			if (i > 0) assert.ok(progress[i].progress > progress[i - 1].progress, `strictly increasing: ${JSON.stringify(progress)}`);
+		}
+	});
 
 	it('sync: the call answers with the job result; progress arrives before it', async () => {
 		const progress = [];

@@ -237,13 +237,21 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	/* unknown and repeated keys, with their full path */
 	load_err(t, fx, __LINE__, "{\"tools\":[{\"name\":\"a\",\"command\":[\"bin/job\"]},"
 	         "{\"name\":\"b\",\"command\":[\"bin/job\"],\"sandbox\":{\"memroyMB\":5}}]}", 0,
-	         "tools[1].sandbox.memroyMB: unknown key");
-	load_err(t, fx, __LINE__, "{\"serverr\":{}," "\"tools\":[]}", 0, "serverr: unknown key");
+	         "tools[1].sandbox.memroyMB: unknown key (did you mean \"memoryMB\"?)");
+	load_err(t, fx, __LINE__, "{\"serverr\":{}," "\"tools\":[]}", 0, "serverr: unknown key (did you mean \"server\"?)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"name\":\"a\",\"name\":\"b\"},\"tools\":[]}", 0,
 	         "server.name: duplicate key");
-	load_err(t, fx, __LINE__, ONE_TOOL(",\"Mode\":\"sync\""), 0, "tools[0].Mode: unknown key");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"Mode\":\"sync\""), 0, "tools[0].Mode: unknown key (did you mean \"mode\"?)");
 	load_err(t, fx, __LINE__, ONE_TOOL(",\"annotations\":{\"readOnly\":true}"), 0,
 	         "tools[0].annotations.readOnly: unknown key");
+	/* a suggestion only when the key is near one (case aside), never for a different word */
+	load_err(t, fx, __LINE__, "{\"server\":{\"maxconcurrent\":2},\"tools\":[]}", 0,
+	         "server.maxconcurrent: unknown key (did you mean \"maxConcurrent\"?)");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"colour\":\"blue\""), 0, "tools[0].colour: unknown key");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"ab\":1"), 0, "tools[0].ab: unknown key");
+	/* an MCP host's file given as forkpoint's config */
+	load_err(t, fx, __LINE__, "{\"mcpServers\":{\"forkpoint\":{\"command\":\"forkpoint\"}}}", 1,
+	         "mcpServers: this is an MCP host's config file");
 
 	/* wrong types and ranges */
 	load_err(t, fx, __LINE__, "{\"server\":{\"maxConcurrent\":\"4\"},\"tools\":[]}", 0,
@@ -269,7 +277,7 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, "{\"server\":{\"cancelGraceSeconds\":1e400},\"tools\":[]}", 0,
 	         "server.cancelGraceSeconds: must be a number >= 0 (got a number out of range)");
 	/* messages stay on one line whatever the input holds */
-	load_err(t, fx, __LINE__, "{\"ser\\nver\":{},\"tools\":[]}", 0, "ser ver: unknown key");
+	load_err(t, fx, __LINE__, "{\"ser\\nver\":{},\"tools\":[]}", 0, "ser ver: unknown key (did you mean \"server\"?)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"name\":7},\"tools\":[]}", 0,
 	         "server.name: must be a non-empty string (got 7)");
 	load_err(t, fx, __LINE__, "{\"server\":{\"fileRoots\":[\"a\",3]},\"tools\":[]}", 0,
@@ -388,7 +396,7 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 	load_err(t, fx, __LINE__, text, 0, "tools[0].name: \"%s?\" is not a valid tool name (1-64 "
 	         "characters from A-Z a-z 0-9 _ . -)", shown);
 	/* and a key that is not UTF-8 at all is shown with '?' */
-	load_err(t, fx, __LINE__, "{\"serv\xe9r\":{},\"tools\":[]}", 0, "serv?r: unknown key");
+	load_err(t, fx, __LINE__, "{\"serv\xe9r\":{},\"tools\":[]}", 0, "serv?r: unknown key (did you mean \"server\"?)");
 }
 
 /* server.jobUser, and the paths a job could swap for a symbolic link. */
