@@ -2,6 +2,7 @@
  * proved against the bytes actually present; msgpack-c only ever sees checked payloads. */
 #include "proto/frame.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -381,43 +382,6 @@ int frame_get_bool(const msgpack_object *map, const char *key, int *v)
 	return 0;
 }
 
-int frame_utf8_valid(const char *s, size_t len)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i = 0;
-	while (i < len) {
-		unsigned c = p[i];
-		size_t n;
-		uint32_t cp, min;
-		if (c == 0)
-			return 0;
-		if (c < 0x80) {
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			n = 1; cp = c & 0x1f; min = 0x80;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			n = 2; cp = c & 0x0f; min = 0x800;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			n = 3; cp = c & 0x07; min = 0x10000;
-		} else {
-			return 0;   /* stray continuation byte, overlong lead 0xc0/0xc1, or > U+10FFFF */
-		}
-		if (len - i - 1 < n)
-			return 0;
-		for (size_t k = 1; k <= n; k++) {
-			if ((p[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = cp << 6 | (p[i + k] & 0x3f);
-		}
-		if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-			return 0;
-		i += n + 1;
-	}
-	return 1;
-}
-
 /* ---- msgpack → JSON -------------------------------------------------------- */
 
 static char *base64_encode(const unsigned char *p, size_t len)
@@ -452,7 +416,7 @@ static char *base64_encode(const unsigned char *p, size_t len)
  * cJSON works on C strings, and JSON text must be UTF-8. */
 static char *json_str_copy(const msgpack_object_str *s)
 {
-	if (!frame_utf8_valid(s->ptr, s->size)) {
+	if (!utf8_valid(s->ptr, s->size)) {
 		errno = EILSEQ;
 		return NULL;
 	}
@@ -679,7 +643,7 @@ static int jb_value(struct jbuf *b, const msgpack_object *o, int depth)
 	case MSGPACK_OBJECT_FLOAT64:
 		return jb_double(b, o->via.f64);
 	case MSGPACK_OBJECT_STR:
-		if (!frame_utf8_valid(o->via.str.ptr, o->via.str.size))
+		if (!utf8_valid(o->via.str.ptr, o->via.str.size))
 			return -EILSEQ;
 		return jb_string(b, o->via.str.ptr, o->via.str.size);
 	case MSGPACK_OBJECT_BIN: {

@@ -31,10 +31,21 @@
 /* Values (containers, keys and scalars) one payload may hold: 1 Mi, whatever its byte size,
  * so a decoded frame costs at most its bytes plus 24 MiB of objects. */
 #define FRAME_MAX_NODES    (1u << 20)
-/* Largest checkpoint: it travels back to the job in a start frame with the task's arguments
- * and a few fields, which need the rest of an 8 MiB frame (the supervisor also refuses one
- * that, with the task's own arguments, would not fit). */
+/* The checkpoint limits, all here so that they cannot disagree.  A checkpoint travels back to
+ * the job in a start frame (at most FRAME_MAX_DEFAULT) with the task's arguments and the start
+ * frame's other fields (its keys, the task id, the tool name of at most 64 bytes, the counters),
+ * which take at most FRAME_START_FIELDS_MAX bytes.  So:
+ *   FRAME_CHECKPOINT_MAX  the largest checkpoint any job may send (libforkpoint's
+ *                         FP_CHECKPOINT_MAX is the same number): the frame less 4 KiB, which
+ *                         leaves 3.5 KiB for arguments;
+ *   a task's own limit    with its arguments packed in alen bytes, at most
+ *                         FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX - alen, and at most the
+ *                         tool's maxCheckpointMB MiB;
+ *   FRAME_CHECKPOINT_MB   maxCheckpointMB's default and maximum: FRAME_CHECKPOINT_MAX in
+ *                         whole MiB, rounded up (the quota is clipped to FRAME_CHECKPOINT_MAX). */
+#define FRAME_START_FIELDS_MAX 512u
 #define FRAME_CHECKPOINT_MAX (FRAME_MAX_DEFAULT - 4096u)
+#define FRAME_CHECKPOINT_MB  ((FRAME_CHECKPOINT_MAX + (1u << 20) - 1) >> 20)
 
 /* ---- decoding -------------------------------------------------------------- */
 
@@ -68,10 +79,6 @@ int frame_get_strcpy(const msgpack_object *map, const char *key, char *buf, size
 /* The same in a malloc'd copy (the caller frees it); NULL if absent, not a string, holding a
  * NUL byte, or out of memory. */
 char *frame_get_strdup(const msgpack_object *map, const char *key);
-
-/* 1 if s[0..len) is valid UTF-8 (no overlongs, no surrogates) without NUL bytes, else 0.
- * Strings from a peer that end up in JSON or in C strings must pass this first. */
-int frame_utf8_valid(const char *s, size_t len);
 
 /* Convert a msgpack value to cJSON.  Maps need string keys; bin becomes a base64 string;
  * non-finite floats become null.  Returns NULL (errno set) on failure: EILSEQ for a string or

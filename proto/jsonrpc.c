@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "proto/frame.h"
+#include "proto/utf8.h"
 
 /* 1 if a string in the JSON text holds the escape \u0000.  cJSON keeps strings NUL-terminated,
  * so such a string would silently end at the NUL ("ok.txt\u0000../x" reads as "ok.txt"): a
@@ -41,7 +41,7 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 	}
 	/* JSON text is UTF-8 (RFC 8259, 8.1), and cJSON would take any bytes into its strings:
 	 * they would end up in task arguments, which the job library refuses, and in answers. */
-	if (!frame_utf8_valid(line, len)) {
+	if (!utf8_valid(line, len)) {
 		m->err_msg = "Parse error: not valid UTF-8";
 		return;
 	}
@@ -124,21 +124,6 @@ void rpc_msg_free(struct rpc_msg *m)
 	memset(m, 0, sizeof *m);
 }
 
-/* Replace every byte of s that does not belong to a well-formed UTF-8 character with '?'.
- * Such bytes can only sit inside JSON strings (cJSON writes everything else as ASCII), so the
- * text stays valid JSON. */
-static void utf8_scrub(char *s)
-{
-	for (unsigned char *p = (unsigned char *)s; *p;) {
-		size_t n = *p < 0x80 ? 1 : *p >= 0xF0 ? 4 : *p >= 0xE0 ? 3 : 2;
-		if (n == 1 || (strnlen((const char *)p, n) == n && frame_utf8_valid((const char *)p, n))) {
-			p += n;
-			continue;
-		}
-		*p++ = '?';
-	}
-}
-
 static char *finish(cJSON *o)
 {
 	if (!o)
@@ -147,7 +132,8 @@ static char *finish(cJSON *o)
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
 	/* Input is UTF-8, but a message that clipped a string ("%.100s") may end inside a
-	 * character; what goes to the client must still be UTF-8. */
+	 * character; what goes to the client must still be UTF-8.  A bad byte can only sit inside
+	 * a JSON string (cJSON writes everything else as ASCII), so '?' keeps the text JSON. */
 	if (s)
 		utf8_scrub(s);
 	return s;

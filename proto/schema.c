@@ -7,6 +7,7 @@
  * may exhaust the stack.  Messages go into the caller's buffer, truncated if they do not fit;
  * nothing here prints or allocates beyond the cJSON copies of defaults. */
 #include "proto/schema.h"
+#include "proto/utf8.h"
 
 #include <errno.h>
 #include <math.h>
@@ -21,61 +22,6 @@
 /* 2^53: the largest count a double holds exactly, more than any string or array can have. */
 #define COUNT_MAX 9007199254740992.0
 
-/* Where to cut s (longer than n bytes) at or before n without splitting a UTF-8 sequence. */
-static size_t utf8_clip(const char *s, size_t n)
-{
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
-	return n;
-}
-
-/* Drop a UTF-8 sequence cut off by truncation at the end of s; returns the new length. */
-static size_t utf8_trim_tail(char *s, size_t len)
-{
-	size_t i = len;
-	while (i > 0 && len - i < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80)
-		i--;
-	if (i > 0) {
-		unsigned char lead = (unsigned char)s[i - 1];
-		size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-		if (len - (i - 1) < want)
-			len = i - 1;
-	}
-	s[len] = '\0';
-	return len;
-}
-
-/* Length of the well-formed UTF-8 character at p (1..4; no overlongs, no surrogates, at most
- * U+10FFFF), or 0 if p starts none.  p is NUL-terminated, which ends any sequence. */
-static size_t utf8_char(const unsigned char *p)
-{
-	size_t n;
-	uint32_t cp;
-	if (p[0] < 0x80)
-		return 1;
-	if (p[0] >= 0xC2 && p[0] <= 0xDF) {
-		n = 2;
-		cp = p[0] & 0x1F;
-	} else if (p[0] >= 0xE0 && p[0] <= 0xEF) {
-		n = 3;
-		cp = p[0] & 0x0F;
-	} else if (p[0] >= 0xF0 && p[0] <= 0xF4) {
-		n = 4;
-		cp = p[0] & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t k = 1; k < n; k++) {
-		if ((p[k] & 0xC0) != 0x80)
-			return 0;
-		cp = cp << 6 | (p[k] & 0x3F);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-	    (cp >= 0xD800 && cp <= 0xDFFF))
-		return 0;
-	return n;
-}
-
 /* Messages travel inside JSON to a model and into logs: after any truncation they must still
  * be one line of whole UTF-8 characters.  Clipping with "%.80s" can cut a character inside a
  * message, not only at its end, and echoed keys may not be UTF-8 at all: every byte that does
@@ -85,7 +31,7 @@ void schema_tidy(char *s)
 	size_t len = utf8_trim_tail(s, strlen(s));
 	unsigned char *p = (unsigned char *)s;
 	for (size_t i = 0; i < len;) {
-		size_t n = utf8_char(p + i);
+		size_t n = utf8_char_len((const char *)p + i, len - i);
 		if (n == 0) {
 			p[i++] = '?';
 			continue;
@@ -174,7 +120,7 @@ static void msg_json(struct msg *m, const cJSON *v)
 		return;
 	}
 	if (strlen(txt) > 60)
-		msg_add(m, "%.*s...", (int)utf8_clip(txt, 57), txt);
+		msg_add(m, "%.*s...", (int)utf8_clip(txt, strlen(txt), 57), txt);
 	else
 		msg_add(m, "%s", txt);
 	free(txt);
@@ -208,16 +154,6 @@ static const cJSON *get(const cJSON *obj, const char *key)
 {
 	/* JSON keys are case-sensitive; cJSON_GetObjectItem is not. */
 	return cJSON_GetObjectItemCaseSensitive(obj, key);
-}
-
-/* Unicode code points in a UTF-8 string: every byte that is not a continuation byte starts one. */
-static size_t utf8_length(const char *s)
-{
-	size_t n = 0;
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-		if ((*p & 0xC0) != 0x80)
-			n++;
-	return n;
 }
 
 /* ---- types -------------------------------------------------------------------- */
@@ -555,7 +491,7 @@ static int validate(struct vctx *cx, const cJSON *schema, cJSON *value, int dept
 		return check_number(cx, schema, value->valuedouble);
 	if (cJSON_IsString(value))
 		return check_count(cx, schema, "minLength", "maxLength",
-		                   utf8_length(value->valuestring), "character");
+		                   utf8_count(value->valuestring, strlen(value->valuestring)), "character");
 	if (cJSON_IsArray(value))
 		return validate_array(cx, schema, value, depth);
 	if (cJSON_IsObject(value))

@@ -1,5 +1,6 @@
 /* proto/termsafe.c — see termsafe.h. */
 #include "proto/termsafe.h"
+#include "proto/utf8.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,30 +43,6 @@ static size_t esc_cp(uint32_t cp, char *out)
 	return 6;
 }
 
-/* Length of the sequence a lead byte starts (0: it cannot start one). */
-static size_t seq_len(unsigned c)
-{
-	return c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-}
-
-/* Byte k (>= 1) of the sequence at p is a valid continuation: no overlong forms, no
- * surrogates, nothing above U+10FFFF. */
-static int cont_ok(const unsigned char *p, size_t k)
-{
-	unsigned c = p[k];
-	if ((c & 0xc0) != 0x80)
-		return 0;
-	if (k > 1)
-		return 1;
-	switch (p[0]) {
-	case 0xe0: return c >= 0xa0;
-	case 0xed: return c <= 0x9f;
-	case 0xf0: return c >= 0x90;
-	case 0xf4: return c <= 0x8f;
-	default:   return 1;
-	}
-}
-
 static int dangerous(uint32_t cp)
 {
 	return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
@@ -88,12 +65,12 @@ static long unit(unsigned flags, const unsigned char *p, size_t avail, int final
 		out[0] = (char)c;
 		return 1;
 	}
-	size_t n = seq_len(c);
+	size_t n = utf8_seq_len((unsigned char)c);
 	if (n == 0)
 		return (long)esc_bad(flags, c, out);
 	size_t have = n < avail ? n : avail;
 	for (size_t k = 1; k < have; k++)
-		if (!cont_ok(p, k))
+		if (!utf8_cont_ok(p, k))
 			return (long)esc_bad(flags, c, out);
 	if (have < n)
 		return final ? (long)esc_bad(flags, c, out) : -1;
@@ -193,12 +170,7 @@ char *termsafe_str(const char *s, unsigned flags)
 
 char *termsafe_cut(char *s, size_t max)
 {
-	size_t len = strlen(s);
-	if (len <= max)
-		return s;
-	/* Back off continuation bytes: the cut goes before the lead byte of a split sequence. */
-	while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
-		max--;
-	s[max] = '\0';
+	/* The cut goes before the lead byte of a split sequence. */
+	s[utf8_clip(s, strlen(s), max)] = '\0';
 	return s;
 }

@@ -46,6 +46,21 @@ else
 	add layers 0 1
 fi
 
+# ---- exports: the job library archives define no global symbol but the fp_ API ----
+case "$BUILD" in
+*san*) exports_ldflags="-fsanitize=address,undefined" ;;
+*) exports_ldflags= ;;
+esac
+if out=$(EXPORTS_LDFLAGS=$exports_ldflags sh scripts/exports.sh "$BUILD/libforkpoint.a" \
+	"$BUILD/plain-libforkpoint.a" 2>&1); then
+	echo "exports: ok"
+	add exports 1 0
+else
+	echo "$out"
+	echo "exports: FAILED (libforkpoint.a must define only fp_ symbols; see GNUmakefile, fp_lib)"
+	add exports 0 1
+fi
+
 # ---- unit tests: each binary ends with "N passed, M failed" ----
 for t in "$BUILD"/tests/test_*; do
 	[ -x "$t" ] || continue

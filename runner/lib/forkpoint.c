@@ -6,6 +6,7 @@
 #include "runner/lib/forkpoint.h"
 #include "proto/frame.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 _Static_assert(FP_CHECKPOINT_MAX == FRAME_CHECKPOINT_MAX, "one checkpoint limit on both sides");
 
@@ -35,6 +36,7 @@ struct fp_job {
 	unsigned char *ckpt;
 	size_t ckpt_len;
 	int has_ckpt;
+	size_t ckpt_room;    /* largest checkpoint the supervisor takes beside these arguments */
 	int64_t seq;         /* highest checkpoint seq known to be used */
 	int have_start;      /* the fields above come from a start frame */
 };
@@ -42,6 +44,28 @@ struct fp_job {
 static const char *const log_levels[] = { "debug", "info", "notice", "warning", "error", NULL };
 
 /* ---- small helpers ---------------------------------------------------------- */
+
+static int count_bytes(void *data, const char *buf, size_t len)
+{
+	(void)buf;
+	*(size_t *)data += len;
+	return 0;
+}
+
+/* A checkpoint goes back to the job in a start frame beside the task's arguments, so the
+ * supervisor refuses (as a protocol violation, killing the job) one that would not fit there
+ * with them.  The arguments came in this start frame, packed as the supervisor packs them:
+ * packing them again gives the size it subtracts, and fp_checkpoint() can refuse such a
+ * checkpoint with -EMSGSIZE instead. */
+static size_t checkpoint_room(const msgpack_object *args)
+{
+	size_t alen = 0, top = FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX;
+	msgpack_packer pk;
+	msgpack_packer_init(&pk, &alen, count_bytes);
+	msgpack_pack_object(&pk, *args);
+	size_t room = alen < top ? top - alen : 0;
+	return room < FP_CHECKPOINT_MAX ? room : FP_CHECKPOINT_MAX;
+}
 
 static char *dup_bytes(const void *p, size_t n)
 {
@@ -56,38 +80,22 @@ static char *dup_bytes(const void *p, size_t n)
 
 /* Free text from the job (messages, prompts) may carry bytes from anywhere: invalid UTF-8
  * becomes U+FFFD instead of failing the call, since the supervisor refuses invalid text. */
-static char *utf8_sanitize(const char *s)
+static char *clean_text(const char *s)
 {
 	size_t len = strlen(s);
-	if (frame_utf8_valid(s, len))
+	if (utf8_valid(s, len))
 		return strdup(s);
 	if (len > (SIZE_MAX - 1) / 3)
 		return NULL;
 	char *out = malloc(len * 3 + 1);
-	if (!out)
-		return NULL;
-	size_t o = 0;
-	for (size_t i = 0; i < len;) {
-		unsigned char c = (unsigned char)s[i];
-		size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 :
-			   c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-		if (n && n <= len - i && frame_utf8_valid(s + i, n)) {
-			memcpy(out + o, s + i, n);
-			o += n;
-			i += n;
-		} else {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	out[o] = '\0';
+	if (out)
+		utf8_sanitize(s, len, out);
 	return out;
 }
 
 static int str_ok(const char *s)
 {
-	return s && frame_utf8_valid(s, strlen(s));
+	return s && utf8_valid(s, strlen(s));
 }
 
 /* Every string and key of a parsed JSON value must be UTF-8: the supervisor would treat
@@ -172,7 +180,7 @@ static int note_cancel(fp_job *job, const struct frame *f)
 {
 	const char *s = "";
 	size_t len = 0;
-	if (frame_get_str(&f->root, "reason", &s, &len) < 0 || !frame_utf8_valid(s, len)) {
+	if (frame_get_str(&f->root, "reason", &s, &len) < 0 || !utf8_valid(s, len)) {
 		s = "";
 		len = 0;
 	}
@@ -207,11 +215,11 @@ static int apply_start(fp_job *job, const struct frame *f)
 		rc = -EPROTONOSUPPORT;
 		goto fail;
 	}
-	if (frame_get_str(root, "taskId", &s, &len) < 0 || !frame_utf8_valid(s, len))
+	if (frame_get_str(root, "taskId", &s, &len) < 0 || !utf8_valid(s, len))
 		goto fail;
 	if (!(task_id = dup_bytes(s, len)))
 		goto nomem;
-	if (frame_get_str(root, "tool", &s, &len) == 0 && frame_utf8_valid(s, len))
+	if (frame_get_str(root, "tool", &s, &len) == 0 && utf8_valid(s, len))
 		tool = dup_bytes(s, len);
 	else
 		tool = strdup("");
@@ -258,6 +266,7 @@ static int apply_start(fp_job *job, const struct frame *f)
 	job->ckpt = ckpt;
 	job->ckpt_len = cklen;
 	job->has_ckpt = have_ck;
+	job->ckpt_room = checkpoint_room(a);
 	if (seq > job->seq)
 		job->seq = seq;
 	job->have_start = 1;
@@ -291,7 +300,7 @@ static int take_answer(struct wait_ctx *w, const struct frame *f)
 	if (!r)
 		return -EPROTO;
 	if (r->type == MSGPACK_OBJECT_STR) {
-		if (!frame_utf8_valid(r->via.str.ptr, r->via.str.size))
+		if (!utf8_valid(r->via.str.ptr, r->via.str.size))
 			return -EPROTO;
 		w->answer = dup_bytes(r->via.str.ptr, r->via.str.size);
 		return w->answer ? 0 : -ENOMEM;
@@ -625,7 +634,7 @@ int fp_progress(fp_job *job, double fraction, const char *fmt, ...)
 			msg = NULL;
 			return -ENOMEM;
 		}
-		if (!(clean = utf8_sanitize(msg))) {
+		if (!(clean = clean_text(msg))) {
 			rc = -ENOMEM;
 			goto out;
 		}
@@ -663,6 +672,8 @@ int fp_checkpoint(fp_job *job, const void *data, size_t len)
 		return rc;
 	if (job->cancelled)
 		return -ECANCELED;
+	if (job->have_start && len > job->ckpt_room)
+		return -EMSGSIZE;   /* it would not fit beside the arguments: see checkpoint_room */
 	int64_t seq = job->seq + 1;
 	msgpack_sbuffer sbuf;
 	msgpack_packer pk;
@@ -716,7 +727,7 @@ int fp_ask(fp_job *job, const char *id, const char *prompt, const char *const *c
 		return job->err;
 	if (job->cancelled)
 		return -ECANCELED;
-	if (!(clean = utf8_sanitize(prompt)))
+	if (!(clean = clean_text(prompt)))
 		return -ENOMEM;
 	msgpack_sbuffer sbuf;
 	msgpack_packer pk;
@@ -830,7 +841,7 @@ int fp_fail(fp_job *job, const char *code, const char *message, int retryable,
 		return 0;
 	}
 	rc = -ENOMEM;
-	if (!(msg = utf8_sanitize(message)) || (hint && !(h = utf8_sanitize(hint))))
+	if (!(msg = clean_text(message)) || (hint && !(h = clean_text(hint))))
 		goto out;
 	msgpack_sbuffer sbuf;
 	msgpack_packer pk;
@@ -873,7 +884,7 @@ int fp_log(fp_job *job, const char *level, const char *fmt, ...)
 	if (n < 0)
 		return -ENOMEM;
 	rc = -ENOMEM;
-	if (!(clean = utf8_sanitize(msg)))
+	if (!(clean = clean_text(msg)))
 		goto out;
 	msgpack_sbuffer sbuf;
 	msgpack_packer pk;

@@ -48,6 +48,11 @@ extern "C" {
 #define FP_PRINTF(f, a)
 #endif
 
+/* The library is built with hidden visibility: what this header declares is its whole API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #define FP_PROTOCOL_VERSION 1
 /* Largest checkpoint the supervisor accepts: it must fit in the start frame that gives it back,
  * with the task's arguments (less when they are large) and the tool's maxCheckpointMB. */
@@ -98,7 +103,9 @@ int fp_progress(fp_job *job, double fraction, const char *fmt, ...) FP_PRINTF(3,
 
 /* Save a checkpoint and block until the supervisor says it is durable.  Each checkpoint
  * replaces the previous one; a resumed attempt gets the last durable one from fp_restore().
- * -ECANCELED if a cancel arrives first (the data may still have been stored). */
+ * -ECANCELED if a cancel arrives first (the data may still have been stored).  -EMSGSIZE,
+ * with nothing sent, if it is over FP_CHECKPOINT_MAX or, with the task's arguments (as the
+ * start frame packed them), over 8 MiB - 512 bytes: the supervisor would refuse it. */
 int fp_checkpoint(fp_job *job, const void *data, size_t len);
 
 /* Ask a question and block until it is answered.  id names the question stably, so a
@@ -135,6 +142,10 @@ const char *fp_cancel_reason(const fp_job *job);
 
 /* Free the handle and close its end of the socket.  NULL is fine. */
 void fp_close(fp_job *job);
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

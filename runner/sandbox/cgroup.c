@@ -70,7 +70,7 @@ static int read_file(const char *dir, const char *name, char *buf, size_t len)
 	return 0;
 }
 
-/* The value of "key N" in a flat keyed file (memory.events, pids.events, memory.oom_control). */
+/* The value of "key N" in a flat keyed file (memory.events, memory.oom_control). */
 static long long keyed_value(const char *dir, const char *file, const char *key)
 {
 	char buf[4096];
@@ -497,13 +497,6 @@ int cg_job_oom(const struct cg_job *j)
 		return keyed_value(j->dir[H_V2], "memory.events", "oom_kill") > 0 ||
 		       keyed_value(j->dir[H_V2], "memory.events", "oom_group_kill") > 0;
 	return keyed_value(j->dir[H_MEM], "memory.oom_control", "oom_kill") > 0;
-}
-
-int cg_job_pids_hit(const struct cg_job *j)
-{
-	if (!j || j->h->pids_src < 0)
-		return 0;
-	return keyed_value(j->dir[j->h->pids_src], "pids.events", "max") > 0;
 }
 
 void cg_job_free(struct cg_job *j)

@@ -46,8 +46,6 @@ void cg_job_spawned(struct cg_job *j);
 int cg_job_kill(struct cg_job *j);
 /* 1 if the kernel's OOM killer acted inside the job's cgroup. */
 int cg_job_oom(const struct cg_job *j);
-/* 1 if a fork failed on the pids limit. */
-int cg_job_pids_hit(const struct cg_job *j);
 void cg_job_free(struct cg_job *j);
 
 #endif

@@ -644,7 +644,7 @@ static int plan_masks(struct fs_plan *fs)
 	return rc;
 }
 
-static int plan_paths(struct sandbox_job *sj, const struct sandbox_cfg *cfg,
+static int plan_paths(struct sandbox_job *sj, const struct sandbox_policy *cfg,
                       const struct sandbox_paths *paths, char *err, size_t errlen)
 {
 	int rc = 0;
@@ -928,7 +928,7 @@ static void note(cJSON *arr, const char *fmt, ...)
 	cJSON_AddItemToArray(arr, cJSON_CreateString(buf));
 }
 
-int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
+int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
                     const struct sandbox_paths *paths, struct sandbox_job **out,
                     char *err, size_t errlen)
 {

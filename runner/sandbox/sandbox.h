@@ -26,10 +26,24 @@
 
 #include <stddef.h>
 #include <sys/types.h>
-#include "supervisor/core/config.h"
 
 struct sandbox;
 struct sandbox_job;
+
+/* What a tool asks of the sandbox (the supervisor's config fills it from a tool's "sandbox"
+ * object, docs/config.md).  The sandbox only reads it, during sandbox_job_new(); the caller
+ * owns the strings.  A zeroed struct with profile "default" is the default policy. */
+struct sandbox_policy {
+	char profile[16];        /* "default", "strict", "none" */
+	int network;             /* 1: keep the host's network */
+	long memory_mb;          /* 0 = the profile's default (SB_DEFAULT_*) */
+	long cpu_seconds;
+	long max_processes;
+	long max_file_mb;
+	char **read_paths;  size_t n_read_paths;   /* absolute */
+	char **write_paths; size_t n_write_paths;
+	char **require;     size_t n_require;      /* mechanisms demanded, e.g. "seccomp" */
+};
 
 /* Limits a profile applies when the tool's config leaves them at 0. */
 #define SB_DEFAULT_MEMORY_MB    1024
@@ -62,7 +76,7 @@ struct sandbox_paths {
 /* Plan a job's sandbox.  0 and *out; -ENOTSUP when cfg->require cannot be met here (or, with
  * no require list, when neither a private root nor Landlock could limit its files); another
  * -errno (a required path is missing, out of memory).  err says why. */
-int sandbox_job_new(struct sandbox *sb, const struct sandbox_cfg *cfg,
+int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
                     const struct sandbox_paths *paths, struct sandbox_job **out,
                     char *err, size_t errlen);
 void sandbox_job_free(struct sandbox_job *sj);

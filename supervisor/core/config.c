@@ -10,6 +10,7 @@
 #include "proto/frame.h"
 #include "proto/schema.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -98,9 +99,7 @@ static const char *got(const cJSON *v, char *buf, size_t n)
 	if (!txt) {
 		snprintf(buf, n, "?");
 	} else if (strlen(txt) > 40) {
-		int cut = 37;
-		while (cut > 0 && ((unsigned char)txt[cut] & 0xC0) == 0x80)
-			cut--;   /* never split a UTF-8 sequence */
+		int cut = (int)utf8_clip(txt, strlen(txt), 37);   /* never split a UTF-8 sequence */
 		snprintf(buf, n, "%.*s...", cut, txt);
 	} else
 		snprintf(buf, n, "%s", txt);
@@ -601,7 +600,8 @@ static int parse_annotations(struct ctx *cx, const cJSON *v, const char *kp, cJS
 	return 0;
 }
 
-static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct sandbox_cfg *sb)
+static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct sandbox_policy *sb,
+                         long *max_checkpoint_mb)
 {
 	static const char *const keys[] = {
 		"profile", "network", "memoryMB", "cpuSeconds", "maxProcesses", "maxFileMB",
@@ -620,7 +620,7 @@ static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct 
 	    opt_long(cx, v, kp, "cpuSeconds", 1, 31536000, &sb->cpu_seconds) ||
 	    opt_long(cx, v, kp, "maxProcesses", 1, 65536, &sb->max_processes) ||
 	    opt_long(cx, v, kp, "maxFileMB", 1, 1048576, &sb->max_file_mb) ||
-	    opt_long(cx, v, kp, "maxCheckpointMB", 1, 8, &sb->max_checkpoint_mb) ||
+	    opt_long(cx, v, kp, "maxCheckpointMB", 1, FRAME_CHECKPOINT_MB, max_checkpoint_mb) ||
 	    opt_paths(cx, v, kp, "readPaths", &sb->read_paths, &sb->n_read_paths) ||
 	    opt_paths(cx, v, kp, "writePaths", &sb->write_paths, &sb->n_write_paths))
 		return -1;
@@ -735,6 +735,7 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	t->timeout_seconds = 3600;
 	t->ttl_seconds = 86400;
 	snprintf(t->sandbox.profile, sizeof t->sandbox.profile, "default");
+	t->max_checkpoint_mb = FRAME_CHECKPOINT_MB;
 	if (need_object(cx, v, tp) || check_keys(cx, v, tp, keys))
 		return -1;
 
@@ -797,7 +798,7 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	t->task_support = (enum task_support)support;
 
 	key_path(kp, tp, "sandbox");
-	if (sb && parse_sandbox(cx, sb, kp, &t->sandbox))
+	if (sb && parse_sandbox(cx, sb, kp, &t->sandbox, &t->max_checkpoint_mb))
 		return -1;
 	return 0;
 }
@@ -922,16 +923,15 @@ static int parse_tools(struct ctx *cx, const cJSON *v, struct config *c)
 
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
+	size_t bol = 0;
 	*line = 1;
-	*col = 1;
-	for (size_t i = 0; i < off; i++) {
+	for (size_t i = 0; i < off; i++)
 		if (text[i] == '\n') {
 			(*line)++;
-			*col = 1;
-		} else if (((unsigned char)text[i] & 0xC0) != 0x80) {
-			(*col)++;   /* columns count characters, not UTF-8 bytes */
+			bol = i + 1;
 		}
-	}
+	/* Columns count characters, not UTF-8 bytes. */
+	*col = 1 + (int)utf8_count(text + bol, off - bol);
 }
 
 static int build(struct ctx *cx, const char *text, size_t len, struct config **out)

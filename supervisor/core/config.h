@@ -9,23 +9,11 @@
 
 #include <stddef.h>
 #include <cJSON.h>
+#include "runner/sandbox/sandbox.h"
 
 enum tool_mode { TOOL_MODE_TASK, TOOL_MODE_SYNC, TOOL_MODE_AUTO };
 enum tool_resume { RESUME_CHECKPOINT, RESUME_RESTART, RESUME_FAIL };
 enum task_support { TASK_SUPPORT_FORBIDDEN, TASK_SUPPORT_OPTIONAL, TASK_SUPPORT_REQUIRED };
-
-struct sandbox_cfg {
-	char profile[16];        /* "default" (default), "strict", "none" */
-	int network;             /* 0 (default) / 1 */
-	long memory_mb;          /* 0 = profile default */
-	long cpu_seconds;
-	long max_processes;
-	long max_file_mb;
-	long max_checkpoint_mb;  /* largest checkpoint a task may keep stored, MiB; default 8 */
-	char **read_paths;  size_t n_read_paths;   /* absolute, resolved against config dir */
-	char **write_paths; size_t n_write_paths;
-	char **require;     size_t n_require;      /* mechanisms the tool demands, e.g. "seccomp" */
-};
 
 struct tool_cfg {
 	char *name;
@@ -44,7 +32,9 @@ struct tool_cfg {
 	double ttl_seconds;      /* default 86400 */
 	int retries;             /* default 0 */
 	enum task_support task_support; /* default OPTIONAL for task/auto tools, FORBIDDEN for sync */
-	struct sandbox_cfg sandbox;
+	struct sandbox_policy sandbox;  /* "sandbox" less maxCheckpointMB; "default" profile */
+	long max_checkpoint_mb;  /* sandbox.maxCheckpointMB: the largest checkpoint a task may keep
+	                          * stored, MiB; default and maximum FRAME_CHECKPOINT_MB */
 };
 
 struct server_cfg {

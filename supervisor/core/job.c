@@ -29,6 +29,7 @@
 #include "runner/sandbox/sandbox.h"
 #include "runner/spawn.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #define READ_PER_TURN   (256u << 10)   /* per fd per loop turn: fairness between jobs */
 #define TAIL_BYTES      4096
@@ -216,13 +217,8 @@ void job_log_line(struct job *j, enum fplog_level lv, const char *level, const c
 	}
 	logsum_flush(j);
 	j->logsum_start = now;
-	size_t n = len;
-	if (n > LOGSUM_TEXT) {
-		/* Cut on a character boundary: the text reaches clients as JSON. */
-		n = LOGSUM_TEXT;
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
-	}
+	/* Cut on a character boundary: the text reaches clients as JSON. */
+	size_t n = utf8_clip(msg, len, LOGSUM_TEXT);
 	fplog(&j->sv->log, lv, j->task_id, "job: %.*s%s", (int)n, msg, n < len ? "..." : "");
 }
 
@@ -433,17 +429,12 @@ static void tail_text(const struct job *j, char *out, size_t outlen)
 	out[n] = 0;
 	/* Keep the text valid UTF-8 and printable: cut a split sequence at the front, replace
 	 * bytes that cannot be sent in JSON. */
-	size_t k = 0;
-	while (k < n && ((unsigned char)out[k] & 0xC0) == 0x80)
-		k++;
+	size_t k = utf8_resync(out, n);
 	size_t w = 0;
 	for (size_t i = k; i < n;) {
 		unsigned char c = (unsigned char)out[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		int ok = len > 0 && i + len <= n;
-		for (size_t m = 1; ok && m < len; m++)
-			ok = ((unsigned char)out[i + m] & 0xC0) == 0x80;
-		if (!ok) {
+		size_t len = utf8_char_len(out + i, n - i);
+		if (len == 0) {
 			out[w++] = '?';
 			i++;
 			continue;
@@ -553,8 +544,8 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, struct job *j,
                         char *err, size_t errlen)
 {
-	static const struct sandbox_cfg default_cfg = { .profile = "default" };
-	const struct sandbox_cfg *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
+	static const struct sandbox_policy default_cfg = { .profile = "default" };
+	const struct sandbox_policy *cfg = spec->sandbox ? spec->sandbox : &default_cfg;
 	char helper[4200];
 	int rc;
 	if (!sv->sandbox && (rc = sandbox_new(&sv->sandbox)) < 0) {

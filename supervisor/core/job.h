@@ -48,7 +48,7 @@ struct job_spec {
 	const char *log_path;      /* captured stdout+stderr, created 0600 */
 	long log_max_bytes;
 	size_t max_frame;
-	const struct sandbox_cfg *sandbox;   /* NULL: the default profile */
+	const struct sandbox_policy *sandbox; /* NULL: the default profile */
 	const char *work_dir;      /* the task's writable folder (NULL: cwd) */
 };
 

@@ -17,6 +17,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/transfer.h"
 #include "proto/io.h"
+#include "proto/utf8.h"
 
 #define MAX_QUESTION_ID   200
 #define MAX_PROMPT        (64u << 10)
@@ -544,7 +545,7 @@ static char *dup_str(const char *s, size_t n)
  * UTF-8, since they end up in JSON sent to clients. */
 static int clean_str(const char *s, size_t n)
 {
-	return memchr(s, '\0', n) == NULL && frame_utf8_valid(s, n);
+	return memchr(s, '\0', n) == NULL && utf8_valid(s, n);
 }
 
 static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
@@ -558,12 +559,8 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 		return -1;
 	}
 	if (rc == 0) {
-		if (len > MAX_PROGRESS_MSG) {
-			/* Cut on a character boundary so the message stays valid UTF-8. */
-			len = MAX_PROGRESS_MSG;
-			while (len > 0 && ((unsigned char)msg[len] & 0xC0) == 0x80)
-				len--;
-		}
+		/* Cut on a character boundary so the message stays valid UTF-8. */
+		len = utf8_clip(msg, len, MAX_PROGRESS_MSG);
 		char *d = dup_str(msg, len);
 		if (d) {
 			free(t->progress_msg);
@@ -584,10 +581,6 @@ static int on_progress(struct tasks *ts, struct task *t, const msgpack_object *m
 	notify(ts, t, TASK_EV_PROGRESS);
 	return 0;
 }
-
-/* Bytes the start frame needs besides the arguments and the checkpoint's bytes: its keys, the
- * task id, the tool name (at most 64), the counters (send_start). */
-#define START_FIELDS_MAX 512
 
 /* The arguments' size as they are packed into a start frame, measured once per task (a job
  * that checkpoints often must not make each checkpoint pack them again).  Packed msgpack, not
@@ -619,7 +612,7 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	if (t->result_pending)
 		return 0;   /* the result came first and stands */
 	/* The tool's quota first: the job is told which limit it hit. */
-	long qmb = t->tool && t->tool->sandbox.max_checkpoint_mb ? t->tool->sandbox.max_checkpoint_mb : 8;
+	long qmb = t->tool && t->tool->max_checkpoint_mb ? t->tool->max_checkpoint_mb : FRAME_CHECKPOINT_MB;
 	size_t quota = (size_t)qmb << 20;
 	if (quota > FRAME_CHECKPOINT_MAX)
 		quota = FRAME_CHECKPOINT_MAX;
@@ -633,7 +626,7 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 	/* A checkpoint goes back to the job in a start frame, with the arguments: accept only what
 	 * will fit there, or a resumed job could never be started. */
 	size_t alen = args_packed_len(t);
-	size_t room = alen < FRAME_MAX_DEFAULT - START_FIELDS_MAX ? FRAME_MAX_DEFAULT - START_FIELDS_MAX - alen : 0;
+	size_t room = alen < FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX ? FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX - alen : 0;
 	if (len > room) {
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
@@ -763,9 +756,7 @@ static char *describe_result(const msgpack_object *v)
 				o += (size_t)snprintf(buf + o, sizeof buf - o, ", …");
 				break;
 			}
-			size_t n = k->via.str.size < 60 ? k->via.str.size : 60;
-			while (n > 0 && n < k->via.str.size && ((unsigned char)k->via.str.ptr[n] & 0xC0) == 0x80)
-				n--;
+			size_t n = utf8_clip(k->via.str.ptr, k->via.str.size, 60);
 			o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%.*s", i ? ", " : "", (int)n,
 			                      k->via.str.ptr ? k->via.str.ptr : "");
 		}

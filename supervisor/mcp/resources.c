@@ -17,6 +17,7 @@
 #include "state/blob.h"
 #include "supervisor/mcp/facade.h"
 #include "proto/frame.h"
+#include "proto/utf8.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
@@ -49,7 +50,7 @@ int res_name_ok(const char *name)
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
 			return 0;
-	if (!frame_utf8_valid(name, n))
+	if (!utf8_valid(name, n))
 		return 0;
 	/* Valid UTF-8 and NUL-terminated: a lead byte's continuation bytes are there to look at. */
 	for (size_t i = 0; i < n; i++)
@@ -518,27 +519,6 @@ cJSON *transfer_resource_templates(struct transfers *tr)
 
 /* ---- resources/read ---------------------------------------------------------------------- */
 
-/* Append p[0..n) as valid UTF-8: invalid sequences and NUL become U+FFFD. */
-static size_t utf8_clean(const unsigned char *p, size_t n, char *out)
-{
-	size_t o = 0, i = 0;
-	while (i < n) {
-		unsigned char c = p[i];
-		size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-		if (c != 0 && len && i + len <= n && frame_utf8_valid((const char *)p + i, len)) {
-			memcpy(out + o, p + i, len);
-			o += len;
-			i += len;
-		} else {
-			memcpy(out + o, "\xEF\xBF\xBD", 3);
-			o += 3;
-			i++;
-		}
-	}
-	out[o] = 0;
-	return o;
-}
-
 static cJSON *content_of(const char *uri, const char *mime, const char *text, const char *blob)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -590,9 +570,9 @@ static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *
 	}
 	size_t from = 0;
 	/* A tail may begin inside a character: skip its continuation bytes. */
-	while (start > 0 && from < (size_t)got && from < 3 && (raw[from] & 0xC0) == 0x80)
-		from++;
-	utf8_clean(raw + from, (size_t)got - from, text);
+	if (start > 0)
+		from = utf8_resync((const char *)raw, (size_t)got);
+	utf8_sanitize((const char *)raw + from, (size_t)got - from, text);   /* bad bytes: U+FFFD */
 	r = content_of(uri, "text/plain", text, NULL);
 out:
 	if (fd >= 0)
@@ -630,7 +610,7 @@ static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const c
 	}
 	int text;
 	const char *mime = res_mime_type(u->name, &text);
-	if (text && frame_utf8_valid((const char *)raw, n)) {
+	if (text && utf8_valid((const char *)raw, n)) {
 		raw[n] = 0;
 		r = content_of(uri, mime, (const char *)raw, NULL);
 	} else {

@@ -181,10 +181,10 @@ static void test_full(struct tally *t, const struct fixture *fx)
 	CHECKF(t, r->mode == TOOL_MODE_AUTO && r->wait_seconds == 2 && r->resume == RESUME_RESTART, "mode");
 	CHECKF(t, r->timeout_seconds == 0 && r->ttl_seconds == 60 && r->retries == 2, "times");
 	CHECKF(t, r->task_support == TASK_SUPPORT_REQUIRED, "taskSupport");
-	const struct sandbox_cfg *sb = &r->sandbox;
+	const struct sandbox_policy *sb = &r->sandbox;
 	CHECKF(t, STREQ(sb->profile, "strict") && sb->network == 1, "profile %s", sb->profile);
 	CHECKF(t, sb->memory_mb == 512 && sb->cpu_seconds == 600 && sb->max_processes == 32 &&
-	      sb->max_file_mb == 64 && sb->max_checkpoint_mb == 2, "sandbox limits");
+	      sb->max_file_mb == 64 && r->max_checkpoint_mb == 2, "sandbox limits");
 	CHECKF(t, sb->n_read_paths == 2 && STREQ(sb->read_paths[0], at(fx, "ro", p)) &&
 	      STREQ(sb->read_paths[1], "/etc"), "readPaths");
 	CHECKF(t, sb->n_write_paths == 1 && STREQ(sb->write_paths[0], at(fx, "out", p)), "writePaths %s",
@@ -212,6 +212,9 @@ static void test_full(struct tally *t, const struct fixture *fx)
 		      d->sandbox.max_processes == 0 && d->sandbox.max_file_mb == 0 &&
 		      d->sandbox.n_read_paths == 0 && d->sandbox.n_write_paths == 0 &&
 		      d->sandbox.n_require == 0, "sandbox defaults");
+		/* The checkpoint quota's default is the frame's limit in MiB: 8, as documented. */
+		CHECKF(t, d->max_checkpoint_mb == FRAME_CHECKPOINT_MB && FRAME_CHECKPOINT_MB == 8,
+		      "maxCheckpointMB default %ld", d->max_checkpoint_mb);
 	}
 	const struct tool_cfg *q = config_tool(c, "quick.v2");
 	CHECKF(t, q && q->mode == TOOL_MODE_SYNC && q->task_support == TASK_SUPPORT_FORBIDDEN,

@@ -1,6 +1,7 @@
 /* tests/unit/test_frame.c — the frame codec: round trips of every message type, hostile
  * payloads, a seeded fuzz run, the incremental reader, JSON conversion.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
+#include "proto/utf8.h"
 #include "proto/frame.h"
 #include "proto/io.h"
 #include "check.h"
@@ -579,8 +580,8 @@ static void test_json(struct tally *t)
 	CHECK(t, to_json_fails(bad_utf8, sizeof bad_utf8), "overlong UTF-8 refused");
 	CHECK(t, to_json_fails(surrogate, sizeof surrogate), "UTF-8 surrogate refused");
 	CHECK(t, to_json_text_is(utf8_ok, sizeof utf8_ok, "{\"a\":\"\xe2\x82\xac\"}"), "valid UTF-8 kept");
-	CHECK(t, frame_utf8_valid("\xf0\x9f\xa6\xa6", 4) && !frame_utf8_valid("\xf4\x90\x80\x80", 4) &&
-		 !frame_utf8_valid("\xe2\x82", 2) && !frame_utf8_valid("\x80", 1),
+	CHECK(t, utf8_valid("\xf0\x9f\xa6\xa6", 4) && !utf8_valid("\xf4\x90\x80\x80", 4) &&
+		 !utf8_valid("\xe2\x82", 2) && !utf8_valid("\x80", 1),
 	      "utf8: 4-byte ok, above U+10FFFF, truncated, stray continuation refused");
 
 	/* frame_pack_json: integral numbers become ints */
@@ -963,10 +964,24 @@ static void test_json_text(struct tally *t)
 	free(ctl);
 }
 
+/* The checkpoint limits derive from one another (frame.h): the largest checkpoint, with the
+ * start frame's other fields and the 3.5 KiB of arguments it leaves room for, fills one frame;
+ * maxCheckpointMB's maximum is that checkpoint in whole MiB, so the quota never refuses a
+ * checkpoint the frame would carry and never promises one it cannot. */
+static void test_checkpoint_limits(struct tally *t)
+{
+	CHECK(t, FRAME_CHECKPOINT_MAX + FRAME_START_FIELDS_MAX + 3584u == FRAME_MAX_DEFAULT,
+	      "checkpoint limit: largest checkpoint + start fields + 3.5 KiB of arguments = one frame");
+	CHECK(t, FRAME_CHECKPOINT_MB == 8 && ((size_t)FRAME_CHECKPOINT_MB << 20) >= FRAME_CHECKPOINT_MAX &&
+	      ((size_t)(FRAME_CHECKPOINT_MB - 1) << 20) < FRAME_CHECKPOINT_MAX,
+	      "checkpoint limit: maxCheckpointMB's maximum is the largest checkpoint in whole MiB");
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	test_checkpoint_limits(&t);
 	test_round_trips(&t);
 	test_hostile(&t);
 	test_reader(&t);

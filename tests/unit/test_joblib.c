@@ -277,6 +277,52 @@ static void job_cancel_in_checkpoint(void)
 	fp_close(job);
 }
 
+/* Arguments large enough that a checkpoint must be smaller than FP_CHECKPOINT_MAX to fit
+ * beside them in a start frame. */
+#define BIG_ARGS_PAD 20000
+
+static cJSON *big_args(void)
+{
+	char *pad = malloc(BIG_ARGS_PAD + 1);
+	cJSON *a = cJSON_CreateObject();
+	if (!pad || !a)
+		return NULL;
+	memset(pad, 'x', BIG_ARGS_PAD);
+	pad[BIG_ARGS_PAD] = 0;
+	cJSON_AddStringToObject(a, "pad", pad);
+	free(pad);
+	return a;
+}
+
+/* The room the supervisor leaves a checkpoint beside big_args() (tasks.c: on_checkpoint). */
+static size_t big_args_room(void)
+{
+	msgpack_sbuffer sb;
+	msgpack_packer pk;
+	cJSON *a = big_args();
+	msgpack_sbuffer_init(&sb);
+	msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+	int rc = a ? frame_pack_json(&pk, a) : -1;
+	size_t alen = sb.size;
+	msgpack_sbuffer_destroy(&sb);
+	cJSON_Delete(a);
+	return rc == 0 ? FRAME_MAX_DEFAULT - FRAME_START_FIELDS_MAX - alen : 0;
+}
+
+static void job_checkpoint_room(void)
+{
+	fp_job *job = fp_open();
+	JOB_EXPECT(job != NULL);
+	size_t room = big_args_room();
+	JOB_EXPECT(room > 0 && room < FP_CHECKPOINT_MAX);
+	char *buf = calloc(1, room + 1);
+	JOB_EXPECT(buf != NULL);
+	JOB_EXPECT(fp_checkpoint(job, buf, room + 1) == -EMSGSIZE);
+	JOB_EXPECT(fp_checkpoint(job, buf, room) == 0);
+	free(buf);
+	fp_close(job);
+}
+
 static void job_results(void)
 {
 	fp_job *job = fp_open();
@@ -567,6 +613,36 @@ static void test_results(struct tally *t)
 	frame_release(&f);
 	CHECK(t, reap(pid) == 0, "job side: bad level and missing message refused");
 	close(sup);
+}
+
+/* With large arguments, fp_checkpoint refuses what the supervisor would refuse (a protocol
+ * violation that kills the job) and sends what it takes. */
+static void test_checkpoint_room(struct tally *t)
+{
+	struct frame f;
+	char type[32];
+	int sup;
+	cJSON *a = big_args();
+	char *args = a ? cJSON_PrintUnformatted(a) : NULL;
+	cJSON_Delete(a);
+	if (!args)
+		check_die("big_args");
+	struct start_opts o = basic;
+	o.args = args;
+	pid_t pid = start_job(job_checkpoint_room, &sup, &o);
+	const void *d;
+	size_t len = 0;
+	int ok = recv_typed(sup, &f, type, sizeof type) == 0 && strcmp(type, "checkpoint") == 0 &&
+	         frame_get_bin(&f.root, "data", &d, &len) == 0;
+	CHECKF(t, ok && len == big_args_room(), "checkpoint of %zu bytes, room %zu", len, big_args_room());
+	CHECK(t, ok && len == big_args_room() && int_is(&f, "seq", 1),
+	      "checkpoint room: only the checkpoint that fits beside the arguments is sent");
+	if (ok)
+		frame_release(&f);
+	send_checkpointed(sup, 1);
+	CHECK(t, reap(pid) == 0, "job side: one byte more is -EMSGSIZE, the room itself is stored");
+	close(sup);
+	free(args);
 }
 
 static void test_open_errors(struct tally *t)
@@ -1097,6 +1173,7 @@ int main(void)
 	test_ask(&t);
 	test_cancel(&t);
 	test_results(&t);
+	test_checkpoint_room(&t);
 	test_open_errors(&t);
 	test_shared(&t);
 	test_restore_gone(&t);

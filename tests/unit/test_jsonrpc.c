@@ -2,6 +2,7 @@
  * responses, and each kind of invalid message with its error code), and the builders' output:
  * one line of valid UTF-8 JSON whatever strings went into it.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
+#include "proto/utf8.h"
 #include "proto/jsonrpc.h"
 #include "proto/frame.h"
 #include "check.h"
@@ -64,7 +65,7 @@ static void test_parse(struct tally *t)
 /* The builders' text: one line, valid UTF-8, and the JSON it parses back to. */
 static void built_is(struct tally *t, int line, char *s, const char *want)
 {
-	int ok = s && !strchr(s, '\n') && frame_utf8_valid(s, strlen(s)) && strcmp(s, want) == 0;
+	int ok = s && !strchr(s, '\n') && utf8_valid(s, strlen(s)) && strcmp(s, want) == 0;
 	CHECKF(t, ok, "line %d:\n   got:  %s\n   want: %s", line, s ? s : "(null)", want);
 	free(s);
 }

@@ -286,9 +286,9 @@ static void test_landlock(struct tally *t, const char *scratch)
 
 /* ---- planning ------------------------------------------------------------------------------ */
 
-static struct sandbox_cfg cfg_of(const char *profile)
+static struct sandbox_policy cfg_of(const char *profile)
 {
-	struct sandbox_cfg c;
+	struct sandbox_policy c;
 	memset(&c, 0, sizeof c);
 	snprintf(c.profile, sizeof c.profile, "%s", profile);
 	return c;
@@ -296,7 +296,7 @@ static struct sandbox_cfg cfg_of(const char *profile)
 
 static void test_plan(struct tally *t, struct sandbox *sb, const char *work)
 {
-	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_policy c = cfg_of("default");
 	struct sandbox_paths p = { .program = "/bin/sh", .work_dir = work, .cwd = work, .name = "unit" };
 	struct sandbox_job *sj = NULL;
 	char err[512] = "";
@@ -363,7 +363,7 @@ static void test_plan(struct tally *t, struct sandbox *sb, const char *work)
 static int spawn_sh(struct sandbox *sb, const char *work, const char *script, struct sandbox_job **sj,
                     struct spawn_proc *proc, char *err, size_t errlen)
 {
-	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_policy c = cfg_of("default");
 	struct sandbox_paths p = { .program = "/bin/sh", .work_dir = work, .cwd = work, .name = "unit" };
 	int rc = sandbox_job_new(sb, &c, &p, sj, err, errlen);
 	if (rc < 0)
@@ -454,7 +454,7 @@ static void test_identity(struct tally *t, struct sandbox *sb, const char *work)
 		close(fd);
 	snprintf(lk, sizeof lk, "%s/inputs/link", work);
 	CHECKF(t, symlink(target, lk) == 0, "symlink %s", lk);
-	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_policy c = cfg_of("default");
 	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
 	CHECKF(t, sandbox_job_new(sb, &c, &p, &sj, err, sizeof err) == 0, "plan again: %s", err);
 	struct stat a, b, h;
@@ -476,7 +476,7 @@ static void test_swap(struct tally *t, struct sandbox *sb, const char *scratch, 
 	unlink(ro);
 	if (mkdir(ro, 0755) < 0)
 		return;
-	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_policy c = cfg_of("default");
 	char *rp[] = { ro };
 	c.read_paths = rp;
 	c.n_read_paths = 1;
@@ -594,7 +594,7 @@ static void test_spawn(struct tally *t, struct sandbox *sb, const char *scratch,
 static int run_job(struct sandbox *sb, const char *profile, const char *work, char **argv,
                    struct spawn_status *st, char *err, size_t errlen)
 {
-	struct sandbox_cfg c = cfg_of(profile);
+	struct sandbox_policy c = cfg_of(profile);
 	struct sandbox_paths p = { .program = argv[0], .work_dir = work, .cwd = work, .name = "unit" };
 	struct sandbox_job *sj = NULL;
 	int rc = sandbox_job_new(sb, &c, &p, &sj, err, errlen);
@@ -642,7 +642,7 @@ static void test_sigsys(struct tally *t, struct sandbox *sb, const char *work)
  * before anything is cloned. */
 static void test_blanked(struct tally *t, struct sandbox *sb, const char *work, char *own_arg)
 {
-	struct sandbox_cfg c = cfg_of("default");
+	struct sandbox_policy c = cfg_of("default");
 	struct sandbox_paths p = { .program = "/bin/true", .work_dir = work, .cwd = work, .name = "unit" };
 	struct sandbox_job *sj = NULL;
 	char err[512] = "";

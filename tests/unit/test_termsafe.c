@@ -4,6 +4,7 @@
  * every split point, random bytes that always come out safe and within the bound, and the
  * supervisor's log lines, which quote job text their own way.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
+#include "proto/utf8.h"
 #include "proto/termsafe.h"
 #include "proto/frame.h"
 #include "supervisor/core/log.h"
@@ -36,12 +37,12 @@ static int esc_is(const char *in, unsigned flags, const char *want)
 	return 0;
 }
 
-/* Independent of the code under test: valid UTF-8 (frame.c's checker), no control byte but
+/* Independent of the code under test: valid UTF-8 (proto/utf8's checker), no control byte but
  * the kept \n / \t, no C1 or bidi control code point. */
 static int is_safe(const char *s, size_t n, unsigned flags)
 {
 	const unsigned char *p = (const unsigned char *)s;
-	if (!frame_utf8_valid(s, n))
+	if (!utf8_valid(s, n))
 		return 0;
 	for (size_t i = 0; i < n;) {
 		unsigned c = p[i];
