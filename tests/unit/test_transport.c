@@ -6,13 +6,18 @@
  *     tasks/result on another connection's task) at once and is freed at the next release, while every task it created
  *     or waited on runs on;
  *   - no growth: opening and closing many connections, each with a wait, leaves the server
- *     holding what it held before (sessions and waits), and nothing leaks (ASan build).
+ *     holding what it held before (sessions and waits), and nothing leaks (ASan build);
+ *   - an answer the worker pool makes for a connection that has closed meanwhile (a download
+ *     being hashed) is dropped when it comes, while the same answer for an open connection
+ *     arrives.
  * No job runs: maxConcurrent is 0, so every task stays queued in the working state.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "check.h"
 #include "supervisor/core/config.h"
 #include "supervisor/core/supervisor.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/transfer.h"
+#include "supervisor/core/workers.h"
 #include "supervisor/mcp/server.h"
 
 #include <cJSON.h>
@@ -21,11 +26,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 struct env {
-	char dir[256], state[300];
+	char dir[256], state[300], root[300];
 	struct supervisor sv;
 };
 
@@ -43,10 +49,14 @@ static void env_open(struct env *e)
 	check_tmpdir(e->dir, sizeof e->dir, "transport");
 	snprintf(e->state, sizeof e->state, "%s/state", e->dir);
 	check_mkdir(e->state);
+	snprintf(e->root, sizeof e->root, "%s/files", e->dir);
+	check_mkdir(e->root);
 	snprintf(cfg, sizeof cfg, "%s/config.json", e->dir);
-	const char *json = "{\"tools\":["
+	char json[1024];
+	snprintf(json, sizeof json, "{\"server\":{\"fileRoots\":[\"%s\"]},\"tools\":["
 		"{\"name\":\"t\",\"inputSchema\":{\"type\":\"object\"},\"command\":[\"/bin/true\"]},"
-		"{\"name\":\"s\",\"mode\":\"sync\",\"inputSchema\":{\"type\":\"object\"},\"command\":[\"/bin/true\"]}]}";
+		"{\"name\":\"s\",\"mode\":\"sync\",\"inputSchema\":{\"type\":\"object\"},\"command\":[\"/bin/true\"]}]}",
+		e->root);
 	check_put(cfg, json, strlen(json));
 	fplog_init(&e->sv.log, 2, FPLOG_CRITICAL);
 	if (config_load(cfg, &e->sv.cfg, err, sizeof err) < 0) {
@@ -64,7 +74,9 @@ static void env_open(struct env *e)
 
 static void env_close(struct env *e)
 {
+	workers_free(e->sv.workers);   /* first, as in forkpoint mcp: its last answers go to sessions */
 	server_free(e->sv.server);
+	transfers_free(e->sv.transfers);
 	tasks_free(e->sv.tasks);
 	loop_free(e->sv.loop);
 	config_free(e->sv.cfg);
@@ -297,6 +309,69 @@ static void test_no_growth(struct tally *t)
 	env_close(&e);
 }
 
+/* Holds the pool's only thread until the gate opens, so the next job waits in the queue. */
+static void hold_run(struct workers *w, void *arg)
+{
+	atomic_int *gate = arg;
+	while (!workers_stopping(w) && !atomic_load(gate))
+		usleep(1000);
+}
+
+static void hold_done(void *arg, int ran)
+{
+	(void)arg;
+	(void)ran;
+}
+
+static void test_later_answer(struct tally *t)
+{
+	struct env e;
+	struct client a, b;
+	struct server_stats st0, st1;
+	atomic_int gate = 0;
+	char path[400];
+	env_open(&e);
+	e.sv.transfers = transfers_new(&e.sv);
+	if (!e.sv.transfers || workers_new(e.sv.loop, 1, &e.sv.workers) < 0)
+		check_die("transfers and workers");
+	/* Over 1 MiB: a download open hashes it in the pool and answers later. */
+	snprintf(path, sizeof path, "%s/big.bin", e.root);
+	char *data = calloc(1, 3u << 20);
+	if (!data)
+		check_die("calloc");
+	check_put(path, data, 3u << 20);
+	free(data);
+	client_open(&e, &a);
+	client_open(&e, &b);
+	handshake(&e, &a);
+	handshake(&e, &b);
+	server_stats(e.sv.server, &st0);
+	workers_submit(e.sv.workers, hold_run, hold_done, &gate);
+	const char *open_req = "{\"jsonrpc\":\"2.0\",\"id\":\"dl\",\"method\":\"tools/call\",\"params\":{\"name\":"
+		"\"file_transfer_open\",\"arguments\":{\"direction\":\"download\",\"path\":\"big.bin\"}}}";
+	client_send(&a, open_req);
+	client_send(&b, open_req);
+	for (int i = 0; i < 10; i++)
+		turn(&e);
+	server_stats(e.sv.server, &st1);
+	CHECKF(t, st1.waits == st0.waits + 2, "waits: %zu, then %zu", st0.waits, st1.waits);
+	CHECK(t, st1.waits == st0.waits + 2, "each download open waits for the pool");
+	close(a.fd);
+	for (int i = 0; i < 10; i++)
+		turn(&e);
+	server_stats(e.sv.server, &st1);
+	CHECK(t, st1.sessions == 1 && st1.waits == st0.waits + 1, "the closed connection is gone, its answer detached");
+	atomic_store(&gate, 1);
+	CHECK(t, await(&e, &b, "\"id\":\"dl\""), "the open connection gets its answer");
+	for (int i = 0; i < 100 && workers_pending(e.sv.workers); i++)
+		turn(&e);
+	CHECK(t, workers_pending(e.sv.workers) == 0, "the pool answered both (one into a closed connection)");
+	server_stats(e.sv.server, &st1);
+	CHECK(t, st1.waits == st0.waits, "no wait left behind");
+	close(b.fd);
+	env_close(&e);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -304,5 +379,6 @@ int main(void)
 	test_routing(&t);
 	test_close(&t);
 	test_no_growth(&t);
+	test_later_answer(&t);
 	return check_done(&t);
 }
