@@ -28,6 +28,179 @@ static int has_nul_escape(const char *s, size_t len)
 	return 0;
 }
 
+/* A numeric id is taken when it is a whole number in int64's range, [-2^63, 2^63).  The range
+ * is checked first: converting a double outside it (1e300, infinity) to an integer is
+ * undefined behaviour, and a client controls every digit of the id. */
+static int id_integral(double d)
+{
+	return d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == (double)(long long)d;
+}
+
+/* ---- exact numbers --------------------------------------------------------------------
+ * A double holds integers exactly only up to 2^53, and cJSON prints 10^15 as "1e+15": an id
+ * or a progress token sent as 9007199254740993 would come back as another number, and the
+ * client would never match the answer to its request.  So the few numbers that are echoed
+ * (the id, params.requestId, params._meta.progressToken) keep their original text in the
+ * node's valuestring (cJSON ignores it for numbers, frees it and copies it with the node),
+ * and the builders print that text verbatim. */
+
+static const char *skip_ws(const char *p, const char *end)
+{
+	while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+/* Past one string starting at its opening quote (the text is known to be valid JSON). */
+static const char *skip_string(const char *p, const char *end)
+{
+	for (p++; p < end && *p != '"'; p++)
+		if (*p == '\\')
+			p++;
+	return p < end ? p + 1 : end;
+}
+
+/* Past one value of any kind. */
+static const char *skip_value(const char *p, const char *end)
+{
+	if (p >= end)
+		return end;
+	if (*p == '"')
+		return skip_string(p, end);
+	if (*p == '{' || *p == '[') {
+		int depth = 0;
+		for (; p < end; p++) {
+			if (*p == '"') {
+				p = skip_string(p, end) - 1;
+			} else if (*p == '{' || *p == '[') {
+				depth++;
+			} else if ((*p == '}' || *p == ']') && --depth == 0) {
+				return p + 1;
+			}
+		}
+		return end;
+	}
+	while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\t' &&
+	       *p != '\n' && *p != '\r')
+		p++;
+	return p;
+}
+
+/* 1 if the JSON string at p (its opening quote) decodes to the ASCII key.  Escapes are
+ * decoded as cJSON does for the characters a key of ours can hold ("\u0069d" is "id"). */
+static int key_is(const char *p, const char *end, const char *key)
+{
+	for (p++; p < end && *p != '"'; key++) {
+		unsigned c = (unsigned char)*p++;
+		if (c == '\\' && p < end) {
+			c = (unsigned char)*p++;
+			if (c == 'u') {
+				if (end - p < 4)
+					return 0;
+				unsigned v = 0;
+				for (int i = 0; i < 4; i++) {
+					char h = p[i];
+					v = v * 16 + (unsigned)(h >= '0' && h <= '9' ? h - '0' : (h | 32) - 'a' + 10);
+				}
+				p += 4;
+				c = v;
+			} else if (c == 'n' || c == 't' || c == 'r' || c == 'b' || c == 'f') {
+				return 0;   /* a control character: no key of ours */
+			}
+		}
+		if (*key == '\0' || c != (unsigned char)*key)
+			return 0;
+	}
+	return *key == '\0';
+}
+
+/* The text of the value at path (keys of nested objects, NULL-terminated) in the object that
+ * starts at p: the first member of each name, as cJSON_GetObjectItemCaseSensitive finds it. */
+static const char *value_at(const char *p, const char *end, const char *const *path, size_t *len)
+{
+	for (; *path; path++) {
+		p = skip_ws(p, end);
+		if (p >= end || *p != '{')
+			return NULL;
+		p = skip_ws(p + 1, end);
+		for (;;) {
+			if (p >= end || *p != '"')
+				return NULL;
+			int hit = key_is(p, end, *path);
+			p = skip_ws(skip_string(p, end), end);
+			if (p >= end || *p != ':')
+				return NULL;
+			p = skip_ws(p + 1, end);
+			if (hit)
+				break;
+			p = skip_ws(skip_value(p, end), end);
+			if (p >= end || *p != ',')
+				return NULL;
+			p = skip_ws(p + 1, end);
+		}
+	}
+	*len = (size_t)(skip_value(p, end) - p);
+	return p;
+}
+
+/* Keep the original text of the number node at path (found in the line), when there is one. */
+static void keep_number_text(cJSON *root, const char *line, size_t len, const char *const *path)
+{
+	cJSON *node = root;
+	for (const char *const *k = path; *k && node; k++)
+		node = cJSON_GetObjectItemCaseSensitive(node, *k);
+	if (!cJSON_IsNumber(node) || node->valuestring)
+		return;
+	size_t n = 0;
+	const char *text = value_at(line, line + len, path, &n);
+	if (!text || n == 0 || n > 64)
+		return;
+	node->valuestring = strndup(text, n);   /* on ENOMEM the number prints as cJSON prints it */
+}
+
+/* 1 if text (a JSON number token) is an integer literal in int64's range: -?digits, compared
+ * as text so that 9223372036854775807 is taken and 9223372036854775808 is not. */
+static int int64_literal(const char *t)
+{
+	int neg = *t == '-';
+	const char *d = t + neg;
+	size_t n = strspn(d, "0123456789");
+	if (n != 19)
+		return n < 19;
+	return strcmp(d, neg ? "9223372036854775808" : "9223372036854775807") <= 0;
+}
+
+/* A numeric id is acceptable: an integer literal in int64's range (decided by its text: the
+ * double of -9223372036854775809 is -2^63), or another spelling of a whole number in that
+ * range (1e3, 5.0), decided by its value as before. */
+static int number_id_ok(const cJSON *id)
+{
+	const char *t = id->valuestring;
+	if (t && t[strspn(t, "-0123456789")] == '\0')
+		return int64_literal(t);
+	return id_integral(id->valuedouble);
+}
+
+/* Print o, with every number that kept its original text (the id, a progress token, a request
+ * id, at the places the builders put them) printed as that text. */
+static void exact_numbers(cJSON *o, int raw)
+{
+	static const char *const places[][3] = {
+		{ "id", NULL, NULL }, { "params", "progressToken", NULL }, { "params", "requestId", NULL },
+	};
+	for (size_t i = 0; i < sizeof places / sizeof places[0]; i++) {
+		cJSON *node = o;
+		for (size_t k = 0; k < 3 && places[i][k] && node; k++)
+			node = cJSON_GetObjectItemCaseSensitive(node, places[i][k]);
+		if (!node || !node->valuestring)
+			continue;
+		if (raw && cJSON_IsNumber(node))
+			node->type = cJSON_Raw;
+		else if (!raw && cJSON_IsRaw(node))
+			node->type = cJSON_Number;
+	}
+}
+
 void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 {
 	memset(m, 0, sizeof *m);
@@ -66,9 +239,14 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 		m->err_msg = "Invalid Request: a message must be a JSON object";
 		return;
 	}
+	static const char *const id_path[] = { "id", NULL };
+	static const char *const rid_path[] = { "params", "requestId", NULL };
+	static const char *const tok_path[] = { "params", "_meta", "progressToken", NULL };
+	keep_number_text(root, line, len, id_path);
+	keep_number_text(root, line, len, rid_path);
+	keep_number_text(root, line, len, tok_path);
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "id");
-	int id_ok = id && (cJSON_IsString(id) || (cJSON_IsNumber(id) &&
-	            id->valuedouble == (double)(long long)id->valuedouble));
+	int id_ok = id && (cJSON_IsString(id) || (cJSON_IsNumber(id) && number_id_ok(id)));
 	if (id_ok)
 		m->id = id;
 	const cJSON *ver = cJSON_GetObjectItemCaseSensitive(root, "jsonrpc");
@@ -129,7 +307,9 @@ static char *finish(cJSON *o)
 	if (!o)
 		return NULL;
 	/* PrintUnformatted escapes control characters, so the text never contains a newline. */
+	exact_numbers(o, 1);
 	char *s = cJSON_PrintUnformatted(o);
+	exact_numbers(o, 0);
 	cJSON_Delete(o);
 	/* Input is UTF-8, but a message that clipped a string ("%.100s") may end inside a
 	 * character; what goes to the client must still be UTF-8.  A bad byte can only sit inside
@@ -210,7 +390,13 @@ int rpc_same_id(const cJSON *a, const cJSON *b)
 {
 	if (cJSON_IsString(a) && cJSON_IsString(b))
 		return strcmp(a->valuestring, b->valuestring) == 0;
-	if (cJSON_IsNumber(a) && cJSON_IsNumber(b))
+	if (cJSON_IsNumber(a) && cJSON_IsNumber(b)) {
+		/* Ids of 2^53 and beyond differ in their text, not always in their double. */
+		if (a->valuestring && b->valuestring)
+			return strcmp(a->valuestring, b->valuestring) == 0 ||
+			       (a->valuedouble == b->valuedouble && a->valuedouble < 9007199254740992.0 &&
+			        a->valuedouble > -9007199254740992.0);
 		return a->valuedouble == b->valuedouble;
+	}
 	return 0;
 }

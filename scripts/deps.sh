@@ -5,7 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-pkgs="gcc make pkg-config libc6-dev libseccomp-dev libmsgpack-dev libcjson-dev libssl-dev \
+pkgs="gcc make pkg-config libc6-dev libseccomp-dev libmsgpack-dev libcjson-dev libssl-dev libpcre2-dev \
 clang libclang-rt-14-dev util-linux procps python3 bash"
 command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
 command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"

@@ -561,14 +561,21 @@ const char *config_placeholder(const char *s, const char **name, size_t *len)
 	return NULL;
 }
 
-/* inputSchema / outputSchema: an object schema within the subset.  *out gets a copy. */
-static int parse_schema(struct ctx *cx, const cJSON *v, const char *kp, cJSON **out)
+/* inputSchema / outputSchema: an object schema within the subset.  *out gets a copy, and
+ * *compiled (when not NULL) its compiled form. */
+static int parse_schema(struct ctx *cx, const cJSON *v, const char *kp, cJSON **out,
+                        struct schema **compiled)
 {
 	char why[400];
 	if (need_object(cx, v, kp))
 		return -1;
-	if (schema_check(v, why, sizeof why) != 0)
+	struct schema *sc = schema_compile(v, why, sizeof why);
+	if (!sc)
 		return fail(cx, "", "%s.%s", kp, why);
+	if (compiled)
+		*compiled = sc;
+	else
+		schema_free(sc);
 	const cJSON *type = get(v, "type");
 	if (!cJSON_IsString(type) || strcmp(type->valuestring, "object") != 0) {
 		char tp[KEYPATH];
@@ -759,7 +766,7 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	            *ann = get(v, "annotations"), *sb = get(v, "sandbox");
 	key_path(kp, tp, "inputSchema");
 	if (in) {
-		if (parse_schema(cx, in, kp, &t->input_schema))
+		if (parse_schema(cx, in, kp, &t->input_schema, &t->input_check))
 			return -1;
 	} else {
 		cJSON *def = cJSON_CreateObject();
@@ -768,9 +775,11 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 			return oom(cx);
 		}
 		t->input_schema = def;
+		if (!(t->input_check = schema_compile(def, NULL, 0)))
+			return oom(cx);
 	}
 	key_path(kp, tp, "outputSchema");
-	if (outs && parse_schema(cx, outs, kp, &t->output_schema))
+	if (outs && parse_schema(cx, outs, kp, &t->output_schema, NULL))
 		return -1;
 	key_path(kp, tp, "annotations");
 	if (ann && parse_annotations(cx, ann, kp, &t->annotations))
@@ -1110,6 +1119,7 @@ static void tool_free(struct tool_cfg *t)
 	free(t->title);
 	free(t->description);
 	cJSON_Delete(t->input_schema);
+	schema_free(t->input_check);
 	cJSON_Delete(t->output_schema);
 	cJSON_Delete(t->annotations);
 	free_strv(t->argv, t->argc);

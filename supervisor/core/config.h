@@ -11,6 +11,8 @@
 #include <cJSON.h>
 #include "runner/sandbox/sandbox.h"
 
+struct schema;   /* proto/schema.h */
+
 enum tool_mode { TOOL_MODE_TASK, TOOL_MODE_SYNC, TOOL_MODE_AUTO };
 enum tool_resume { RESUME_CHECKPOINT, RESUME_RESTART, RESUME_FAIL };
 enum task_support { TASK_SUPPORT_FORBIDDEN, TASK_SUPPORT_OPTIONAL, TASK_SUPPORT_REQUIRED };
@@ -20,6 +22,7 @@ struct tool_cfg {
 	char *title;             /* may be NULL */
 	char *description;       /* may be NULL */
 	cJSON *input_schema;     /* owned; always an object with "type":"object" */
+	struct schema *input_check;  /* owned; input_schema compiled (proto/schema.h) */
 	cJSON *output_schema;    /* owned; NULL if not configured */
 	cJSON *annotations;      /* owned; NULL if not configured */
 	char **argv;  size_t argc;   /* template: may contain {name} placeholders; argv[0] is an

@@ -70,6 +70,7 @@ struct job {
 	char violation_buf[320];
 	int exited;
 	int sock_eof, out_eof;
+	int sock_polled;           /* sock is registered in the loop */
 	int64_t hello_next;        /* loop ms: no start frame before this */
 	struct loop_timer *hello_timer;
 	int (*hello_send)(void *arg);
@@ -252,10 +253,26 @@ static void on_out(struct loop *l, int fd, uint32_t ev, void *arg)
 
 /* ---- the frame socket ----------------------------------------------------------- */
 
+static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg);
+
+/* Poll the socket for input until its EOF and for output while frames wait to be sent.  With
+ * neither, the fd leaves the loop (it stays open for job_send until exit): epoll reports a
+ * hang-up whatever the mask, so a job that closed its end and runs on, or whose keeper has not
+ * yet been reaped, would otherwise wake every turn and spin the loop. */
 static void update_sock_events(struct job *j)
 {
-	if (j->sock >= 0)
-		loop_mod_fd(j->sv->loop, j->sock, EPOLLIN | (wbuf_pending(&j->outq) ? EPOLLOUT : 0));
+	if (j->sock < 0)
+		return;
+	uint32_t ev = (j->sock_eof ? 0 : EPOLLIN) | (wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+	if (!ev) {
+		if (j->sock_polled)
+			loop_del_fd(j->sv->loop, j->sock);
+		j->sock_polled = 0;
+	} else if (j->sock_polled) {
+		loop_mod_fd(j->sv->loop, j->sock, ev);
+	} else if (loop_add_fd(j->sv->loop, j->sock, ev, on_sock, j) == 0) {
+		j->sock_polled = 1;
+	}
 }
 
 static void flush_outq(struct job *j)
@@ -360,7 +377,7 @@ static void drain_sock(struct job *j, size_t budget)
 		if (n == 0) {
 			/* Keep the fd for sending until exit, but stop polling it for input. */
 			j->sock_eof = 1;
-			loop_mod_fd(j->sv->loop, j->sock, wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+			update_sock_events(j);
 			return;
 		}
 		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
@@ -406,14 +423,16 @@ static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg)
 {
 	struct job *j = arg;
 	(void)l; (void)fd;
-	if (ev & EPOLLOUT)
+	/* On a hang-up too: the failing send drops frames that can no longer be delivered, and
+	 * with them the wish for EPOLLOUT. */
+	if (ev & (EPOLLOUT | EPOLLHUP | EPOLLERR))
 		flush_outq(j);
 	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		drain_sock(j, READ_PER_TURN);
 	/* A peer that hung up with nothing left to read must not spin the loop. */
 	if ((ev & (EPOLLHUP | EPOLLERR)) && j->sock >= 0 && !j->sock_eof && !(ev & EPOLLIN)) {
 		j->sock_eof = 1;
-		loop_mod_fd(j->sv->loop, j->sock, 0);
+		update_sock_events(j);
 	}
 }
 
@@ -651,6 +670,7 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 		job_free(j);
 		return rc;
 	}
+	j->sock_polled = 1;
 	*out = j;
 	return 0;
 fail:

@@ -161,7 +161,7 @@ int call_start_task(struct session *s, const struct tool_cfg *tool, cJSON *args,
 		cJSON_Delete(args);
 		return rc;
 	}
-	if (schema_validate(tool->input_schema, args, err, sizeof err, field, sizeof field) < 0) {
+	if (schema_apply(tool->input_check, args, err, sizeof err, field, sizeof field) < 0) {
 		cJSON_Delete(args);
 		cJSON *env = task_envelope("invalid_arguments", err, 1,
 			"Fix the named argument to match the tool's inputSchema and call the tool again.");

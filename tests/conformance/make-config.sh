@@ -67,7 +67,41 @@ tool multi_input task "Asks two questions, one after the other, then reports bot
 echo ,
 tool test_tool_with_task auto "Asks for the user's name, then works for 4 s before greeting. Runs only as a task." "" "" \
 	"\"$dir/asking\", \"name\", \"4\"" ', "waitSeconds": 2, "taskSupport": "required"'
-echo
+echo ,
+# The json-schema-2020-12 scenario's schema, as the scenario gives it: $defs with an $anchor,
+# $ref, allOf/anyOf, if/then/else, additionalProperties.
+cat <<TOOL
+    {
+      "name": "json_schema_2020_12_tool",
+      "description": "Takes a contact (a name, an address, a phone or an email) and answers with a fixed text.",
+      "inputSchema": {
+        "\$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "\$defs": {
+          "address": {
+            "\$anchor": "addressDef",
+            "type": "object",
+            "properties": { "street": { "type": "string" }, "city": { "type": "string" } }
+          }
+        },
+        "properties": {
+          "name": { "type": "string" },
+          "address": { "\$ref": "#/\$defs/address" },
+          "contactMethod": { "type": "string", "enum": ["phone", "email"] },
+          "phone": { "type": "string" },
+          "email": { "type": "string" }
+        },
+        "allOf": [ { "anyOf": [ { "required": ["phone"] }, { "required": ["email"] } ] } ],
+        "if": { "properties": { "contactMethod": { "const": "phone" } }, "required": ["contactMethod"] },
+        "then": { "required": ["phone"] },
+        "else": { "required": ["email"] },
+        "additionalProperties": false
+      },
+      "command": ["$dir/content", "text"],
+      "mode": "sync",
+      "timeoutSeconds": 120
+    }
+TOOL
 }
 cat <<TAIL
   ]

@@ -390,3 +390,40 @@ describe('progress for a client that stops reading', () => {
 	});
 });
 
+
+/** CPU time (user + system) of a process so far, in seconds. */
+function cpuSeconds(pid) {
+	const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+	const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');   // f[0] is field 3 (state)
+	return (Number(f[11]) + Number(f[12])) / 100;                   // utime, stime: USER_HZ ticks
+}
+
+describe('a job that closes its frame socket and runs on', () => {
+	let srv;
+	// The socket's number comes in FORKPOINT_FD; after closing it the job sleeps 1.5 s.
+	const closer = (name, sandbox) => ({
+		name,
+		command: ['/bin/sh', '-c', 'eval "exec $FORKPOINT_FD>&-"; sleep 1.5'],
+		...(sandbox ? { sandbox } : {}),
+	});
+	before(async () => {
+		srv = await startServer({ tools: [closer('closer'), closer('closer-none', { profile: 'none' })] });
+	});
+	after(async () => { await srv?.close(); });
+
+	for (const name of ['closer', 'closer-none']) {
+		it(`${name}: the supervisor sleeps until the job ends (its hang-up does not spin the loop)`, async () => {
+			const before0 = cpuSeconds(srv.pid);
+			const t0 = Date.now();
+			const h = await startTask(srv.client, name, {});
+			const t = await waitTask(srv.client, h.taskId, (x) => TERMINAL.has(x.status), { timeoutMs: 20000, intervalMs: 200 });
+			const wall = (Date.now() - t0) / 1000;
+			const cpu = cpuSeconds(srv.pid) - before0;
+			assert.equal(t.status, 'completed', JSON.stringify(t));
+			assert.ok(wall >= 1.4, `the job ran ${wall} s`);
+			// Polling every 200 ms costs a few ms; a loop woken by the hang-up every turn burns
+			// a core for the job's 1.5 s (0.47 s of CPU measured even on a loaded machine).
+			assert.ok(cpu < 0.3, `the supervisor used ${cpu.toFixed(2)} s of CPU in ${wall.toFixed(2)} s`);
+		});
+	}
+});

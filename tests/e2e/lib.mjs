@@ -331,6 +331,7 @@ export class RawServer {
 			{ stdio: ['pipe', 'pipe', 'pipe'] });
 		this.messages = [];
 		this.badLines = [];
+		this.lines = [];   // every stdout line as text (JSON.parse rounds big numbers)
 		this.stderr = '';
 		this.waiters = new Set();
 		this.exited = new Promise((resolve) => {
@@ -358,6 +359,7 @@ export class RawServer {
 	}
 
 	onLine(line) {
+		this.lines.push(line);
 		let msg;
 		try {
 			msg = JSON.parse(line);

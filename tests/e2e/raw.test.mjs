@@ -28,6 +28,21 @@ describe('raw JSON-RPC robustness', () => {
 		assert.ok(list.result?.tools, JSON.stringify(list));
 	});
 
+	it('numeric ids come back byte for byte, past 2^53 and up to 2^63 - 1', async () => {
+		for (const id of ['1000000000000000', '9007199254740993', '9223372036854775807', '-9223372036854775808']) {
+			const from = raw.lines.length;
+			raw.send(`{"jsonrpc":"2.0","id":${id},"method":"ping"}`);
+			raw.send(`{"jsonrpc":"2.0","id":${id},"method":"no/such/method"}`);
+			await until(() => raw.lines.slice(from).filter((l) => l.includes(`"id":${id},`)).length === 2,
+				5000, `both answers to id ${id}`);
+		}
+		const from = raw.mark();
+		raw.send('{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}');
+		const r = await raw.waitFor((m) => m.error && m.id === null, { from, what: 'the refusal of 2^63' });
+		assert.equal(r.error.code, -32600);
+		await alive('ids-after');
+	});
+
 	it('malformed JSON → -32700 with id null', async () => {
 		const from = raw.mark();
 		raw.send('{"jsonrpc":"2.0","id":3,"method":');

@@ -11,6 +11,14 @@
  * have settled (bounded); after the last the input is closed, which stops the supervisor as
  * end of stdin does, and everything is torn down (tasks_free kills leftover jobs).
  *
+ * Time per input is bounded in total, not only per line: libFuzzer's inputs reach 4096 bytes,
+ * so 4096 lines of LINE_BUDGET_MS each could wait a minute while jobs keep running, and each
+ * of ~60 tool calls costs tens of ms of spawning on a loaded machine.  Lines are sent only
+ * until INPUT_BUDGET_MS has passed (the rest of the input is dropped, as if it ended there),
+ * and no line waits past it; then come FINAL_BUDGET_MS and the teardown.  That keeps every
+ * input far inside -timeout=10 even on a busy 2-core machine.
+ * -DLINE_BUDGET_MS=0 -DFINAL_BUDGET_MS=0 builds a variant that tears down with jobs running.
+ *
  * A second client shares the server: a line that starts with byte 0x01 goes, without that
  * byte, to a second connection (a socketpair, opened on first use), and a line that is just
  * 0x01 closes it, so waits owned by a connection that goes away are exercised too.
@@ -43,8 +51,13 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+#ifndef LINE_BUDGET_MS
 #define LINE_BUDGET_MS  15    /* per input line: time for the jobs it started to settle */
+#endif
+#ifndef FINAL_BUDGET_MS
 #define FINAL_BUDGET_MS 40    /* after the last line */
+#endif
+#define INPUT_BUDGET_MS 2000  /* all of one input's lines together */
 #define REMEMBERED      256   /* longest id, URI or question id spliced back into input */
 
 /* What lives for the whole process (libFuzzer gives the target no context argument): the
@@ -74,6 +87,7 @@ struct run {
 	struct stream out;      /* the primary connection's output */
 	struct stream side;     /* the second connection (fd -1 while there is none): both ways */
 	char task[REMEMBERED], handle[REMEMBERED], uri[REMEMBERED], question[REMEMBERED];
+	int64_t wait_end;       /* loop_now() past which no line is sent or waited for */
 };
 
 static void cleanup(void)
@@ -314,9 +328,12 @@ static int busy(struct supervisor *sv)
 	return 0;
 }
 
-static void settle(struct run *r, int budget_ms)
+/* Turn until no job runs or until now + budget_ms, but not past `cap` (monotonic ms). */
+static void settle(struct run *r, int budget_ms, int64_t cap)
 {
 	int64_t end = loop_now() + budget_ms;
+	if (end > cap)
+		end = cap;
 	turn(r, 0);
 	turn(r, 0);
 	while (!loop_stopped(r->sv.loop) && busy(&r->sv) && loop_now() < end)
@@ -333,6 +350,8 @@ static void send_bytes(struct run *r, int fd, const char *p, size_t len)
 		if (n > 0) {
 			p += n;
 			len -= (size_t)n;
+		} else if (loop_stopped(r->sv.loop)) {
+			return;       /* nobody will read the rest */
 		} else {
 			turn(r, 1);   /* the pipe is full: let the server read */
 		}
@@ -361,7 +380,7 @@ static void side_close(struct run *r)
 		close(r->side.fd);
 	r->side.fd = -1;
 	r->side.len = 0;
-	settle(r, LINE_BUDGET_MS);
+	settle(r, LINE_BUDGET_MS, r->wait_end);
 }
 
 /* One input line with its "$X" references replaced, then time for what it started. */
@@ -400,7 +419,7 @@ static void send_line(struct run *r, const char *line, size_t len, int newline)
 		fprintf(stderr, "-> %.*s\n", (int)len, line);
 	if (newline)
 		send_bytes(r, fd, "\n", 1);
-	settle(r, LINE_BUDGET_MS);
+	settle(r, LINE_BUDGET_MS, r->wait_end);
 }
 
 static int start(struct run *r)
@@ -481,13 +500,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 
 	const char *p = (const char *)data, *end = p + size;
-	while (p < end && !loop_stopped(r.sv.loop)) {
+	r.wait_end = loop_now() + INPUT_BUDGET_MS;
+	while (p < end && !loop_stopped(r.sv.loop) && loop_now() < r.wait_end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
 		send_line(&r, p, len, nl != NULL);
 		p += len + (nl ? 1 : 0);
 	}
-	settle(&r, FINAL_BUDGET_MS);
+	settle(&r, FINAL_BUDGET_MS, INT64_MAX);
 	close(r.in_w);
 	r.in_w = -1;
 	for (int i = 0; i < 8 && !loop_stopped(r.sv.loop); i++)

@@ -1,7 +1,9 @@
-/* tests/fuzz/fuzz_schema.c — libFuzzer target for the JSON Schema subset: the input is a
- * schema and a value, split at the first NUL byte (without one, the text is validated against
- * itself).  The schema goes through schema_check(); one that passes validates the value with
- * schema_validate().  Must never crash, leak or hang.  Besides that it checks:
+/* tests/fuzz/fuzz_schema.c — libFuzzer target for JSON Schema: the input is a schema and a
+ * value, split at the first NUL byte (without one, the text is validated against itself).  The
+ * schema goes through schema_compile() (with $ref cycles, patterns, formats, composition and
+ * every other keyword; fuzz_schema.dict names them); one that compiles validates the value
+ * with schema_apply().  Must never crash, leak or hang (the step budget and PCRE2's limits
+ * bound every validation).  Besides that it checks:
  *   - messages are one line of whole UTF-8 characters, whatever the input, also when the
  *     caller's buffers clip them, and clipping never changes the verdict; a field clipped to
  *     fit its buffer keeps whole characters;
@@ -31,7 +33,7 @@ static void check_message(const char *what, const char *msg, int utf8_in, int is
 }
 
 /* Validate a copy of value; returns the verdict and, if it passed, the filled-in copy. */
-static int validate_copy(const cJSON *schema, const cJSON *value, int utf8_in, cJSON **out)
+static int validate_copy(const struct schema *schema, const cJSON *value, int utf8_in, cJSON **out)
 {
 	char err[400], field[200], terr[13], tfield[5];
 	cJSON *a = cJSON_Duplicate(value, 1), *b = cJSON_Duplicate(value, 1);
@@ -39,8 +41,8 @@ static int validate_copy(const cJSON *schema, const cJSON *value, int utf8_in, c
 	*out = NULL;
 	if (!a || !b)
 		goto done;
-	rc = schema_validate(schema, a, err, sizeof err, field, sizeof field);
-	int rc2 = schema_validate(schema, b, terr, sizeof terr, tfield, sizeof tfield);
+	rc = schema_apply(schema, a, err, sizeof err, field, sizeof field);
+	int rc2 = schema_apply(schema, b, terr, sizeof terr, tfield, sizeof tfield);
 	if (rc != rc2)
 		__builtin_trap();
 	if (rc == 0) {
@@ -85,14 +87,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	cJSON *schema = cJSON_ParseWithLength((const char *)data, slen);
 	cJSON *value = cJSON_ParseWithLength((const char *)vtext, vlen);
 	cJSON *filled = NULL, *again = NULL;
+	struct schema *sc = NULL, *tiny_sc = NULL;
 	int utf8_in = fuzz_utf8_valid(data, size);
 	char err[400], tiny[9];
 
 	if (!schema)
 		goto done;
-	int rc = schema_check(schema, err, sizeof err);
-	if (schema_check(schema, tiny, sizeof tiny) != rc)
+	sc = schema_compile(schema, err, sizeof err);
+	tiny_sc = schema_compile(schema, tiny, sizeof tiny);
+	if (!sc != !tiny_sc)
 		__builtin_trap();
+	int rc = sc ? 0 : -1;
 	if (rc != 0) {
 		if (rc != -1 || err[0] == '\0')
 			__builtin_trap();
@@ -104,12 +109,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		__builtin_trap();
 	if (!value)
 		goto done;
-	if (validate_copy(schema, value, utf8_in, &filled) != 0)
+	if (validate_copy(sc, value, utf8_in, &filled) != 0)
 		goto done;
 	/* Defaults are in now: validating again passes and adds nothing.  (Compared as text:
 	 * cJSON_Compare() finds an infinity, which a part no schema covers may hold, unequal to
 	 * itself.) */
-	int rc2 = validate_copy(schema, filled, utf8_in, &again);
+	int rc2 = validate_copy(sc, filled, utf8_in, &again);
 	char *a = cJSON_PrintUnformatted(filled), *b = again ? cJSON_PrintUnformatted(again) : NULL;
 	if (rc2 != 0 || (a && b && strcmp(a, b) != 0)) {
 		fprintf(stderr, "not idempotent:\n  %s\n  %s\n", a ? a : "?", b ? b : "(failed)");
@@ -122,5 +127,7 @@ done:
 	cJSON_Delete(filled);
 	cJSON_Delete(value);
 	cJSON_Delete(schema);
+	schema_free(sc);
+	schema_free(tiny_sc);
 	return 0;
 }

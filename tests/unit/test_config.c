@@ -363,8 +363,19 @@ static void test_errors(struct tally *t, const struct fixture *fx)
 
 	/* schemas */
 	load_err(t, fx, __LINE__, ONE_TOOL(",\"inputSchema\":{\"type\":\"object\",\"properties\":"
-	         "{\"x\":{\"type\":\"string\",\"pattern\":\"a\"}}}"), 0,
-	         "tools[0].inputSchema.properties.x.pattern: unsupported keyword \"pattern\"");
+	         "{\"x\":{\"type\":\"string\",\"unevaluatedItems\":{}}}}"), 0,
+	         "tools[0].inputSchema.properties.x.unevaluatedItems: unsupported keyword \"unevaluatedItems\"");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"inputSchema\":{\"type\":\"object\",\"properties\":"
+	         "{\"x\":{\"type\":\"string\",\"pattern\":\"^(a\"}}}"), 0,
+	         "tools[0].inputSchema.properties.x.pattern: invalid regular expression at offset 3: "
+	         "missing closing parenthesis");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"inputSchema\":{\"type\":\"object\",\"properties\":"
+	         "{\"x\":{\"$ref\":\"#/$defs/y\"}}}"), 0,
+	         "tools[0].inputSchema.properties.x.$ref: \"#/$defs/y\" names nothing in the schema");
+	load_err(t, fx, __LINE__, ONE_TOOL(",\"outputSchema\":{\"type\":\"object\",\"patternProperties\":"
+	         "{\"[\":{}}}"), 0,
+	         "tools[0].outputSchema.patternProperties.[: invalid regular expression at offset 1: "
+	         "missing terminating ] for character class");
 	load_err(t, fx, __LINE__, ONE_TOOL(",\"inputSchema\":{\"type\":\"array\"}"), 0,
 	         "tools[0].inputSchema.type: must be \"object\" (a tool's schema describes an object)");
 	load_err(t, fx, __LINE__, ONE_TOOL(",\"inputSchema\":{\"properties\":{}}"), 0,

@@ -35,6 +35,19 @@ static void test_parse(struct tally *t)
 	PARSE("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
 	      "Invalid Request: id must be a string or an integer");
+	/* Whole numbers past int64 (and the exponent forms of them) are refused, not converted:
+	 * a cast of a double outside the range is undefined behaviour. */
+	PARSE("{\"id\":6e66}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":6e66,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-1e300,\"result\":{}}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":9223372036854775808,\"method\":\"x\"}", RPC_INVALID,
+	      RPC_INVALID_REQUEST, "Invalid Request: id must be a string or an integer");   /* 2^63 */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1e400,\"method\":\"x\"}", RPC_INVALID, RPC_INVALID_REQUEST,
+	      "Invalid Request: id must be a string or an integer");   /* overflows to infinity */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775808,\"method\":\"x\"}", RPC_REQUEST, 0, NULL);
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1e18,\"method\":\"x\"}", RPC_REQUEST, 0, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":[]}", RPC_INVALID,
 	      RPC_INVALID_PARAMS, NULL);
 	PARSE("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u0000\"}", RPC_INVALID, RPC_INVALID_REQUEST, NULL);
@@ -101,11 +114,74 @@ static void test_same_id(struct tally *t)
 	cJSON_Delete(c);
 }
 
+/* The text rpc_result() gives for the id of a parsed request line. */
+static char *echo_id(const char *line)
+{
+	struct rpc_msg m;
+	rpc_parse(line, strlen(line), &m);
+	char *out = m.kind == RPC_REQUEST ? rpc_result(m.id, NULL) : NULL;
+	rpc_msg_free(&m);
+	return out;
+}
+
+/* Ids and progress tokens come back byte for byte, whatever a double would make of them. */
+static void test_exact(struct tally *t)
+{
+	static const char *const ids[] = {
+		"1000000000000000", "9007199254740993", "9223372036854775807", "-9223372036854775808",
+		"12345678901234567", "1e3", "5.0", "0", "-7",
+	};
+	char line[256], want[256];
+	for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+		snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"ping\"}", ids[i]);
+		snprintf(want, sizeof want, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", ids[i]);
+		built_is(t, __LINE__, echo_id(line), want);
+	}
+	/* -2^63 - 1 is outside int64, as 2^63 is */
+	PARSE("{\"jsonrpc\":\"2.0\",\"id\":-9223372036854775809,\"method\":\"x\"}", RPC_INVALID,
+	      RPC_INVALID_REQUEST, "Invalid Request: id must be a string or an integer");
+	/* the first "id" of the top level, as cJSON finds it; nested ones and escaped keys */
+	built_is(t, __LINE__, echo_id("{\"params\":{\"id\":5,\"x\":[{\"id\":6}]},\"jsonrpc\":\"2.0\","
+	                             " \"i\\u0064\" : 9007199254740995 ,\"method\":\"ping\"}"),
+	         "{\"jsonrpc\":\"2.0\",\"id\":9007199254740995,\"result\":{}}");
+	built_is(t, __LINE__, echo_id("{\"jsonrpc\":\"2.0\",\"id\":\"9007199254740995\",\"method\":\"ping\"}"),
+	         "{\"jsonrpc\":\"2.0\",\"id\":\"9007199254740995\",\"result\":{}}");
+
+	/* a progress token copied into a notification */
+	struct rpc_msg m;
+	const char *call = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\","
+	                   "\"_meta\":{\"progressToken\":18446744073709551617}}}";
+	rpc_parse(call, strlen(call), &m);
+	const cJSON *tok = cJSON_GetObjectItem(cJSON_GetObjectItem(m.params, "_meta"), "progressToken");
+	cJSON *np = cJSON_CreateObject();
+	cJSON_AddItemToObject(np, "progressToken", cJSON_Duplicate(tok, 0));
+	cJSON_AddNumberToObject(np, "progress", 0.5);
+	built_is(t, __LINE__, rpc_notification("notifications/progress", np),
+	         "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
+	         "{\"progressToken\":18446744073709551617,\"progress\":0.5}}");
+	rpc_msg_free(&m);
+
+	/* two ids one double apart in their text only are different ids; small ones by value */
+	struct rpc_msg a, b, c;
+	const char *la = "{\"jsonrpc\":\"2.0\",\"id\":9007199254740993,\"method\":\"ping\"}";
+	const char *lb = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":9007199254740992}}";
+	const char *lc = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":9007199254740993}}";
+	rpc_parse(la, strlen(la), &a);
+	rpc_parse(lb, strlen(lb), &b);
+	rpc_parse(lc, strlen(lc), &c);
+	const cJSON *rb = cJSON_GetObjectItem(b.params, "requestId"), *rc = cJSON_GetObjectItem(c.params, "requestId");
+	CHECK(t, !rpc_same_id(a.id, rb) && rpc_same_id(a.id, rc), "big ids compare by their text");
+	rpc_msg_free(&a);
+	rpc_msg_free(&b);
+	rpc_msg_free(&c);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	test_parse(&t);
 	test_build(&t);
 	test_same_id(&t);
+	test_exact(&t);
 	return check_done(&t);
 }

@@ -48,7 +48,7 @@ static void test_check(struct tally *t)
 	         "{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\","
 	         "\"title\":\"T\",\"description\":\"D\",\"examples\":[{}],"
 	         "\"properties\":{"
-	         " \"topic\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,\"format\":\"x\"},"
+	         " \"topic\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":200,\"format\":\"email\"},"
 	         " \"sections\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10,\"default\":3},"
 	         " \"ratio\":{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1},"
 	         " \"mode\":{\"enum\":[\"fast\",\"slow\"],\"default\":\"fast\"},"
@@ -59,12 +59,12 @@ static void test_check(struct tally *t)
 	         "},\"required\":[\"topic\"],\"additionalProperties\":false}");
 
 	/* unsupported keywords are refused by name, wherever they are */
-	check_err(t, __LINE__, "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"^a\"}}}",
-	          "properties.x.pattern: unsupported keyword \"pattern\"");
-	check_err(t, __LINE__, "{\"oneOf\":[{}]}", "oneOf: unsupported keyword \"oneOf\"");
-	check_err(t, __LINE__, "{\"items\":{\"multipleOf\":2}}", "items.multipleOf: unsupported keyword \"multipleOf\"");
-	check_err(t, __LINE__, "{\"additionalProperties\":{\"$ref\":\"#\"}}",
-	          "additionalProperties.$ref: unsupported keyword \"$ref\"");
+	check_err(t, __LINE__, "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\",\"unevaluatedItems\":false}}}",
+	          "properties.x.unevaluatedItems: unsupported keyword \"unevaluatedItems\"");
+	check_err(t, __LINE__, "{\"oneOf\":[{\"$dynamicRef\":\"#a\"}]}", "oneOf[0].$dynamicRef: unsupported keyword \"$dynamicRef\"");
+	check_err(t, __LINE__, "{\"items\":{\"additionalItems\":false}}", "items.additionalItems: unsupported keyword \"additionalItems\"");
+	check_err(t, __LINE__, "{\"additionalProperties\":{\"unevaluatedProperties\":false}}",
+	          "additionalProperties.unevaluatedProperties: unsupported keyword \"unevaluatedProperties\"");
 
 	/* badly typed keywords */
 	check_err(t, __LINE__, "{\"properties\":{\"sections\":{\"minimum\":\"1\"}}}",
@@ -80,9 +80,9 @@ static void test_check(struct tally *t)
 	check_err(t, __LINE__, "{\"required\":[\"a\",1]}", "required[1]: must be a string");
 	check_err(t, __LINE__, "{\"required\":[\"a\",\"a\"]}", "required[1]: duplicate name \"a\"");
 	check_err(t, __LINE__, "{\"properties\":[]}", "properties: must be an object mapping names to schemas");
-	check_err(t, __LINE__, "{\"properties\":{\"x\":true}}", "properties.x: must be a schema object");
-	check_err(t, __LINE__, "{\"items\":[{}]}", "items: must be a schema object (the array form is not supported)");
-	check_err(t, __LINE__, "{\"additionalProperties\":\"no\"}", "additionalProperties: must be a schema object");
+	check_err(t, __LINE__, "{\"properties\":{\"x\":1}}", "properties.x: must be a schema (an object, true or false)");
+	check_err(t, __LINE__, "{\"items\":[{}]}", "items: must be a schema (the array form is draft-07's; use prefixItems)");
+	check_err(t, __LINE__, "{\"additionalProperties\":\"no\"}", "additionalProperties: must be a schema (an object, true or false)");
 	check_err(t, __LINE__, "{\"enum\":[]}", "enum: must be a non-empty array");
 	check_err(t, __LINE__, "{\"examples\":{}}", "examples: must be an array");
 	check_err(t, __LINE__, "{\"title\":1}", "title: must be a string");
@@ -125,7 +125,7 @@ static void test_check(struct tally *t)
 	cJSON_Delete(s);
 
 	/* a tiny error buffer truncates, never overflows */
-	s = parse("{\"properties\":{\"x\":{\"pattern\":\"a\"}}}");
+	s = parse("{\"properties\":{\"x\":{\"pattern\":\"(a\"}}}");
 	char small[8];
 	rc = schema_check(s, small, sizeof small);
 	CHECKF(t, rc == -1 && strcmp(small, "propert") == 0, "truncated error: %d \"%s\"", rc, small);
@@ -134,19 +134,32 @@ static void test_check(struct tally *t)
 
 /* ---- schema_validate ---------------------------------------------------------------- */
 
+/* Compile `schema` (which must be accepted) or exit: a test's own schema is not under test. */
+static struct schema *compiled(int line, const char *schema)
+{
+	char err[512] = "";
+	cJSON *s = parse(schema);
+	struct schema *sc = schema_compile(s, err, sizeof err);
+	cJSON_Delete(s);
+	if (!sc) {
+		fprintf(stderr, "line %d: schema_compile: %s\n", line, err);
+		exit(2);
+	}
+	return sc;
+}
+
 /* Validate `value` against `schema`; on success compare the (defaulted) value to `want`. */
 static void valid(struct tally *t, int line, const char *schema, const char *value, const char *want)
 {
 	char err[512] = "x", field[128] = "x";
-	cJSON *s = parse(schema), *v = parse(value), *w = parse(want ? want : value);
-	int rc = schema_check(s, err, sizeof err);
-	CHECKF(t, rc == 0, "line %d: schema_check: %s", line, err);
-	rc = schema_validate(s, v, err, sizeof err, field, sizeof field);
+	struct schema *sc = compiled(line, schema);
+	cJSON *v = parse(value), *w = parse(want ? want : value);
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
 	char *got = cJSON_PrintUnformatted(v);
 	CHECKF(t, rc == 0 && cJSON_Compare(v, w, 1) && field[0] == '\0',
 	      "line %d: validate(%s) = %d \"%s\" [%s], value %s", line, value, rc, err, field, got);
 	free(got);
-	cJSON_Delete(s);
+	schema_free(sc);
 	cJSON_Delete(v);
 	cJSON_Delete(w);
 }
@@ -155,14 +168,13 @@ static void invalid(struct tally *t, int line, const char *schema, const char *v
                     const char *want_err, const char *want_field)
 {
 	char err[512] = "", field[128] = "x";
-	cJSON *s = parse(schema), *v = parse(value);
-	int rc = schema_check(s, err, sizeof err);
-	CHECKF(t, rc == 0, "line %d: schema_check: %s", line, err);
-	rc = schema_validate(s, v, err, sizeof err, field, sizeof field);
+	struct schema *sc = compiled(line, schema);
+	cJSON *v = parse(value);
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
 	CHECKF(t, rc == -1 && strcmp(err, want_err) == 0 && strcmp(field, want_field) == 0,
 	      "line %d: validate(%s) = %d \"%s\" [%s], want \"%s\" [%s]",
 	      line, value, rc, err, field, want_err, want_field);
-	cJSON_Delete(s);
+	schema_free(sc);
 	cJSON_Delete(v);
 }
 
@@ -453,6 +465,580 @@ static void test_message_hygiene(struct tally *t)
 	cJSON_Delete(sc);
 }
 
+/* ---- JSON Schema 2020-12 keywords ------------------------------------------------------- */
+
+static void test_multiple_of(struct tally *t)
+{
+	const char *s = P("\"n\":{\"type\":\"integer\",\"multipleOf\":3}");
+	valid(t, __LINE__, s, "{\"n\":-9}", NULL);
+	valid(t, __LINE__, s, "{\"n\":0}", NULL);
+	invalid(t, __LINE__, s, "{\"n\":7}", "n: must be a multiple of 3 (got 7)", "n");
+	/* exact for large whole numbers: 2^53 - 2 is 3 * 3002399751580330 */
+	valid(t, __LINE__, s, "{\"n\":9007199254740990}", NULL);
+	invalid(t, __LINE__, s, "{\"n\":9007199254740989}",
+	        "n: must be a multiple of 3 (got 9007199254740989)", "n");
+	/* fractions as a person means them */
+	s = P("\"x\":{\"multipleOf\":0.1}");
+	valid(t, __LINE__, s, "{\"x\":0.3}", NULL);
+	valid(t, __LINE__, s, "{\"x\":12.7}", NULL);
+	invalid(t, __LINE__, s, "{\"x\":0.35}", "x: must be a multiple of 0.1 (got 0.35)", "x");
+	valid(t, __LINE__, P("\"x\":{\"multipleOf\":0.01}"), "{\"x\":19.99}", NULL);
+	/* an overflowing quotient is no multiple */
+	invalid(t, __LINE__, P("\"x\":{\"multipleOf\":1e-300}"), "{\"x\":1e300}",
+	        "x: must be a multiple of 1e-300 (got 1e+300)", "x");
+	check_err(t, __LINE__, "{\"multipleOf\":0}", "multipleOf: must be a number greater than 0");
+	check_err(t, __LINE__, "{\"multipleOf\":-2}", "multipleOf: must be a number greater than 0");
+}
+
+static void test_formats(struct tally *t)
+{
+	static const struct { const char *fmt, *ok, *bad, *phrase; } cases[] = {
+		{ "date-time", "2026-12-01T10:45:38.25+01:00", "2026-02-29T10:00:00Z",
+		  "a date-time (RFC 3339, e.g. 2026-12-01T10:45:38Z)" },
+		{ "date-time", "2024-02-29t23:59:60z", "2026-12-01 10:45:38Z", NULL },
+		{ "date-time", "1998-12-31T18:59:60-05:00", "2026-12-01T10:45:60Z", NULL },
+		{ "date-time", "2026-12-01T10:45:38Z", "2026-12-01T10:45:38", NULL },
+		{ "date", "2026-12-01", "2026-13-01", "a date (RFC 3339, e.g. 2026-12-01)" },
+		{ "time", "10:45:38Z", "25:00:00Z", "a time (RFC 3339, e.g. 10:45:38Z)" },
+		{ "email", "ada.lovelace+x@example.org", "ada..lovelace@example.org", "an email address" },
+		{ "email", "a@[192.0.2.1]", "@example.org", NULL },
+		{ "email", "a@[IPv6:2001:db8::1]", "a@-example.org", NULL },
+		{ "uri", "https://example.org/a%20b?q=1#frag", "/relative/path", "an absolute URI (RFC 3986)" },
+		{ "uri", "urn:isbn:0451450523", "https://example.org/a b", NULL },
+		{ "uri", "mailto:a@example.org", "https://example.org/%zz", NULL },
+		{ "uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567-e89b-12d3-a456-42661417400",
+		  "a UUID (8-4-4-4-12 hex digits)" },
+		{ "uuid", "123E4567-E89B-12D3-A456-426614174000", "123e4567e89b12d3a456426614174000", NULL },
+		{ "ipv4", "192.0.2.1", "192.0.2.01", "an IPv4 address" },
+		{ "ipv6", "2001:db8::1", "2001:db8:::1", "an IPv6 address" },
+		{ "hostname", "api.example-1.org", "-bad.example.org", "a host name" },
+		{ "duration", "P1DT2H30M", "P1H", "a duration (ISO 8601, e.g. P1DT2H30M)" },
+		{ "duration", "PT0.5S", "P", NULL },
+		{ "duration", "P3W", "P1DT", NULL },
+		{ "duration", "P1Y2M3W4DT5H6M7S", "P1D2Y", NULL },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		char schema[128], ok[160], bad[160], want[200];
+		snprintf(schema, sizeof schema, P("\"f\":{\"type\":\"string\",\"format\":\"%s\"}"), cases[i].fmt);
+		snprintf(ok, sizeof ok, "{\"f\":\"%s\"}", cases[i].ok);
+		snprintf(bad, sizeof bad, "{\"f\":\"%s\"}", cases[i].bad);
+		valid(t, __LINE__, schema, ok, NULL);
+		if (cases[i].phrase) {
+			snprintf(want, sizeof want, "f: must be %s", cases[i].phrase);
+			invalid(t, __LINE__, schema, bad, want, "f");
+		} else {
+			char err[256], field[64];
+			struct schema *sc = compiled(__LINE__, schema);
+			cJSON *v = parse(bad);
+			int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+			CHECKF(t, rc == -1 && strcmp(field, "f") == 0, "%s accepted %s", cases[i].fmt, bad);
+			cJSON_Delete(v);
+			schema_free(sc);
+		}
+	}
+	/* a format applies to strings only */
+	valid(t, __LINE__, P("\"f\":{\"format\":\"email\"}"), "{\"f\":12}", NULL);
+	check_err(t, __LINE__, "{\"format\":\"color\"}", "format: unsupported format \"color\" (supported: "
+	          "date-time, date, time, duration, email, uri, uuid, ipv4, ipv6, hostname, forkpoint-upload, "
+	          "password, binary)");
+	/* formats that only annotate */
+	valid(t, __LINE__, P("\"f\":{\"format\":\"forkpoint-upload\"},\"p\":{\"format\":\"password\"},"
+	                     "\"b\":{\"format\":\"binary\"}"), "{\"f\":\"up-1\",\"p\":\"x\",\"b\":\"\"}", NULL);
+	check_err(t, __LINE__, "{\"format\":1}", "format: must be a string");
+}
+
+static void test_patterns(struct tally *t)
+{
+	const char *s = P("\"id\":{\"type\":\"string\",\"pattern\":\"^[a-z][a-z0-9-]{2,}$\"}");
+	valid(t, __LINE__, s, "{\"id\":\"job-42\"}", NULL);
+	invalid(t, __LINE__, s, "{\"id\":\"Job\"}", "id: must match the pattern ^[a-z][a-z0-9-]{2,}$", "id");
+	/* "$" is the very end, as in ECMA-262: no newline before it */
+	invalid(t, __LINE__, s, "{\"id\":\"job\\n\"}", "id: must match the pattern ^[a-z][a-z0-9-]{2,}$", "id");
+	/* a pattern is a search, not anchored unless it says so */
+	valid(t, __LINE__, P("\"w\":{\"pattern\":\"b+\"}"), "{\"w\":\"abbbc\"}", NULL);
+	/* UTF mode: "." is one character; \\p classes work */
+	valid(t, __LINE__, P("\"c\":{\"pattern\":\"^.$\"}"), "{\"c\":\"\\u00e9\"}", NULL);
+	valid(t, __LINE__, P("\"c\":{\"pattern\":\"^\\\\p{Lu}+$\"}"), "{\"c\":\"\\u00c9T\\u00c9\"}", NULL);
+	/* a pattern applies to strings only */
+	valid(t, __LINE__, P("\"w\":{\"pattern\":\"b+\"}"), "{\"w\":5}", NULL);
+	/* ECMA-262 escapes: \\uhhhh, \\u{h...}, \\xhh */
+	s = P("\"e\":{\"pattern\":\"^\\\\u0041\\\\u{e9}\\\\x42$\"}");
+	valid(t, __LINE__, s, "{\"e\":\"A\u00e9B\"}", NULL);
+	invalid(t, __LINE__, s, "{\"e\":\"u0041\"}", "e: must match the pattern ^\\u0041\\u{e9}\\x42$", "e");
+
+	/* invalid patterns are refused at load, naming where they are */
+	check_err(t, __LINE__, P("\"x\":{\"pattern\":\"(a\"}"),
+	          "properties.x.pattern: invalid regular expression at offset 2: missing closing parenthesis");
+	check_err(t, __LINE__, "{\"patternProperties\":{\"a{2,1}\":{}}}",
+	          "patternProperties.a{2,1}: invalid regular expression at offset 5: numbers out of order "
+	          "in {} quantifier");
+	check_err(t, __LINE__, "{\"pattern\":5}", "pattern: must be a string (a regular expression)");
+	check_err(t, __LINE__, "{\"pattern\":\"\\\\C\"}",
+	          "pattern: invalid regular expression at offset 2: using \\C is disabled by the application");
+	char big[4200] = "{\"pattern\":\"";
+	memset(big + strlen(big), 'a', 4097);
+	strcpy(big + 12 + 4097, "\"}");
+	check_err(t, __LINE__, big, "pattern: pattern longer than 4096 bytes");
+	char nest[600] = "{\"pattern\":\"", *p = nest + strlen(nest);
+	for (int i = 0; i < 100; i++)
+		*p++ = '(';
+	for (int i = 0; i < 100; i++)
+		*p++ = ')';
+	strcpy(p, "\"}");
+	cJSON *sc = parse(nest);
+	char err[256];
+	CHECKF(t, schema_check(sc, err, sizeof err) == -1 && strstr(err, "parentheses are too deeply nested"),
+	       "deep parentheses: %s", err);
+	cJSON_Delete(sc);
+}
+
+/* Catastrophic backtracking is stopped by PCRE2's match limit, quickly, and it is a failure
+ * that says so, even under "not" (where a mere mismatch would pass). */
+static void test_backtracking(struct tally *t)
+{
+	char val[128] = "{\"s\":\"";
+	size_t n = strlen(val);
+	for (int i = 0; i < 40; i++)
+		val[n++] = 'a';
+	strcpy(val + n, "!\"}");
+	const char *want = "s: validation stopped: the pattern ^(a+)+$ needs too much backtracking on "
+	                   "this value (match limit)";
+	double t0 = check_now();
+	invalid(t, __LINE__, P("\"s\":{\"pattern\":\"^(a+)+$\"}"), val, want, "s");
+	invalid(t, __LINE__, P("\"s\":{\"not\":{\"pattern\":\"^(a+)+$\"}}"), val, want, "s");
+	invalid(t, __LINE__, P("\"s\":{\"anyOf\":[{\"pattern\":\"^(a+)+$\"},{\"type\":\"string\"}]}"), val, want, "s");
+	double took = check_now() - t0;
+	CHECKF(t, took < (UNDER_ASAN ? 5.0 : 1.0), "backtracking took %.2f s", took);
+	valid(t, __LINE__, P("\"s\":{\"pattern\":\"^(a+)+$\"}"), "{\"s\":\"aaaa\"}", NULL);
+
+	/* Many strings that each backtrack a lot without reaching any one match's limit share one
+	 * budget: under "not" (each mismatch a pass) validation still stops, naming the item. */
+	size_t cap = 5000 * 20 + 16, len = 0;
+	char *many = malloc(cap);
+	len += (size_t)snprintf(many, cap, "[");
+	for (int i = 0; i < 5000; i++)
+		len += (size_t)snprintf(many + len, cap - len, "%s\"aaaaaaaaaaaaaa!\"", i ? "," : "");
+	snprintf(many + len, cap - len, "]");
+	struct schema *sc = compiled(__LINE__, "{\"items\":{\"not\":{\"pattern\":\"^(a+)+$\"}}}");
+	cJSON *v = parse(many);
+	char err[512], field[64];
+	t0 = check_now();
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	took = check_now() - t0;
+	CHECKF(t, rc == -1 && strstr(err, "]: validation stopped: the pattern ^(a+)+$ needs too much backtracking "
+	       "on this value (match limit)") && field[0] == '[', "many near-limit matches: %d %s", rc, err);
+	CHECKF(t, took < (UNDER_ASAN ? 10.0 : 2.0), "many near-limit matches took %.2f s", took);
+	cJSON_Delete(v);
+	schema_free(sc);
+	free(many);
+	/* a long string under a linear pattern is fine: the budget grows with the text */
+	char *lng = malloc(60016);
+	strcpy(lng, "{\"s\":\"");
+	memset(lng + 6, 'a', 60000);
+	strcpy(lng + 60006, "\"}");
+	valid(t, __LINE__, P("\"s\":{\"pattern\":\"^(?!.*b)(a|c)+$\"}"), lng, NULL);
+	free(lng);
+}
+
+static void test_composition(struct tally *t)
+{
+	/* what pydantic writes for Optional[str] */
+	const char *s = P("\"a\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}");
+	valid(t, __LINE__, s, "{\"a\":null}", NULL);
+	valid(t, __LINE__, s, "{\"a\":\"x\"}", NULL);
+	invalid(t, __LINE__, s, "{\"a\":1}",
+	        "a: must match at least one schema in anyOf: [0] must be a string; [1] must be null", "a");
+	/* a branch's reason about a deeper field keeps that field's name */
+	s = P("\"o\":{\"anyOf\":[{\"required\":[\"x\"]},{\"properties\":{\"y\":{\"type\":\"integer\"}}}]}");
+	invalid(t, __LINE__, s, "{\"o\":{\"y\":\"no\"}}",
+	        "o: must match at least one schema in anyOf: [0] o.x: required; [1] o.y: must be an integer", "o");
+	s = P("\"n\":{\"oneOf\":[{\"type\":\"integer\"},{\"minimum\":2}]}");
+	valid(t, __LINE__, s, "{\"n\":1}", NULL);
+	valid(t, __LINE__, s, "{\"n\":2.5}", NULL);
+	invalid(t, __LINE__, s, "{\"n\":3}", "n: must match exactly one schema in oneOf (matches [0] and [1])", "n");
+	invalid(t, __LINE__, s, "{\"n\":1.5}",
+	        "n: must match exactly one schema in oneOf (matches none): [0] must be an integer; [1] must be >= 2 (got 1.5)", "n");
+	s = P("\"n\":{\"allOf\":[{\"type\":\"integer\"},{\"maximum\":5}]}");
+	valid(t, __LINE__, s, "{\"n\":5}", NULL);
+	invalid(t, __LINE__, s, "{\"n\":6}", "n: must be <= 5 (got 6)", "n");
+	s = P("\"w\":{\"type\":\"string\",\"not\":{\"enum\":[\"root\",\"admin\"]}}");
+	valid(t, __LINE__, s, "{\"w\":\"ada\"}", NULL);
+	invalid(t, __LINE__, s, "{\"w\":\"root\"}", "w: must not match the schema in \"not\"", "w");
+	/* boolean schemas */
+	valid(t, __LINE__, P("\"a\":true"), "{\"a\":[1]}", NULL);
+	invalid(t, __LINE__, P("\"a\":false"), "{\"a\":1}", "a: not allowed", "a");
+	invalid(t, __LINE__, "{\"not\":true}", "{}", "must not match the schema in \"not\"", "");
+	check_err(t, __LINE__, "{\"anyOf\":[]}", "anyOf: must be a non-empty array of schemas");
+	check_err(t, __LINE__, "{\"oneOf\":{}}", "oneOf: must be a non-empty array of schemas");
+	check_err(t, __LINE__, "{\"allOf\":[{},{\"type\":\"nope\"}]}", "allOf[1].type: unknown type \"nope\"");
+	check_err(t, __LINE__, "{\"not\":[]}", "not: must be a schema (an object, true or false)");
+}
+
+static void test_conditionals(struct tally *t)
+{
+	const char *s = "{\"type\":\"object\",\"properties\":{\"kind\":{\"enum\":[\"file\",\"url\"]}},"
+	                "\"if\":{\"properties\":{\"kind\":{\"const\":\"url\"}},\"required\":[\"kind\"]},"
+	                "\"then\":{\"required\":[\"url\"]},\"else\":{\"required\":[\"path\"]}}";
+	valid(t, __LINE__, s, "{\"kind\":\"url\",\"url\":\"u\"}", NULL);
+	valid(t, __LINE__, s, "{\"kind\":\"file\",\"path\":\"p\"}", NULL);
+	invalid(t, __LINE__, s, "{\"kind\":\"url\",\"path\":\"p\"}", "url: required", "url");
+	invalid(t, __LINE__, s, "{}", "path: required", "path");
+	/* if without then/else is harmless; then without if would do nothing and is refused */
+	valid(t, __LINE__, "{\"if\":{\"type\":\"string\"}}", "{}", NULL);
+	check_err(t, __LINE__, "{\"then\":{}}", "then: has no effect without \"if\"");
+	check_err(t, __LINE__, "{\"if\":{},\"else\":{},\"maxContains\":1}", "maxContains: has no effect without \"contains\"");
+	/* dependentRequired, dependentSchemas */
+	s = "{\"type\":\"object\",\"dependentRequired\":{\"card\":[\"cvc\",\"expiry\"]},"
+	    "\"dependentSchemas\":{\"coupon\":{\"properties\":{\"total\":{\"minimum\":10}}}}}";
+	valid(t, __LINE__, s, "{\"card\":1,\"cvc\":1,\"expiry\":1}", NULL);
+	valid(t, __LINE__, s, "{\"cvc\":1}", NULL);
+	invalid(t, __LINE__, s, "{\"card\":1,\"cvc\":1}", "expiry: required when card is present", "expiry");
+	valid(t, __LINE__, s, "{\"total\":5}", NULL);
+	invalid(t, __LINE__, s, "{\"coupon\":\"x\",\"total\":5}", "total: must be >= 10 (got 5)", "total");
+	check_err(t, __LINE__, "{\"dependentRequired\":{\"a\":[\"b\",\"b\"]}}",
+	          "dependentRequired.a[1]: duplicate name \"b\"");
+	check_err(t, __LINE__, "{\"dependentRequired\":{\"a\":\"b\"}}",
+	          "dependentRequired.a: must be an array of property names");
+	check_err(t, __LINE__, "{\"dependentSchemas\":{\"a\":3}}",
+	          "dependentSchemas.a: must be a schema (an object, true or false)");
+}
+
+static void test_array_keywords(struct tally *t)
+{
+	const char *s = P("\"p\":{\"type\":\"array\",\"prefixItems\":[{\"type\":\"number\"},{\"type\":\"string\"}],"
+	                  "\"items\":{\"type\":\"boolean\"}}");
+	valid(t, __LINE__, s, "{\"p\":[1,\"a\",true,false]}", NULL);
+	valid(t, __LINE__, s, "{\"p\":[1]}", NULL);
+	invalid(t, __LINE__, s, "{\"p\":[1,2]}", "p[1]: must be a string", "p[1]");
+	invalid(t, __LINE__, s, "{\"p\":[1,\"a\",3]}", "p[2]: must be a boolean", "p[2]");
+	s = P("\"p\":{\"prefixItems\":[{},{}],\"items\":false}");
+	valid(t, __LINE__, s, "{\"p\":[1,2]}", NULL);
+	invalid(t, __LINE__, s, "{\"p\":[1,2,3]}", "p: must have at most 2 items (got 3)", "p");
+	s = P("\"c\":{\"contains\":{\"type\":\"string\"},\"minContains\":2,\"maxContains\":3}");
+	valid(t, __LINE__, s, "{\"c\":[\"a\",1,\"b\"]}", NULL);
+	invalid(t, __LINE__, s, "{\"c\":[\"a\",1]}", "c: must contain at least 2 items matching \"contains\" (got 1)", "c");
+	invalid(t, __LINE__, s, "{\"c\":[\"a\",\"b\",\"c\",\"d\"]}",
+	        "c: must contain at most 3 items matching \"contains\" (got 4)", "c");
+	invalid(t, __LINE__, P("\"c\":{\"contains\":{\"const\":1}}"), "{\"c\":[]}",
+	        "c: must contain at least 1 item matching \"contains\" (got 0)", "c");
+	/* uniqueItems: JSON equality, numbers by value, objects whatever their key order */
+	s = P("\"u\":{\"uniqueItems\":true}");
+	valid(t, __LINE__, s, "{\"u\":[1,\"1\",true,[1],{\"a\":1},null,0,false]}", NULL);
+	invalid(t, __LINE__, s, "{\"u\":[1,2,1.0]}", "u: must not contain duplicate items ([0] and [2] are equal)", "u");
+	invalid(t, __LINE__, s, "{\"u\":[{\"a\":1,\"b\":[2]},3,{\"b\":[2.0],\"a\":1}]}",
+	        "u: must not contain duplicate items ([0] and [2] are equal)", "u");
+	invalid(t, __LINE__, s, "{\"u\":[0,-0]}", "u: must not contain duplicate items ([0] and [1] are equal)", "u");
+	valid(t, __LINE__, P("\"u\":{\"uniqueItems\":false}"), "{\"u\":[1,1]}", NULL);
+	check_err(t, __LINE__, "{\"uniqueItems\":1}", "uniqueItems: must be true or false");
+	check_err(t, __LINE__, "{\"prefixItems\":{}}", "prefixItems: must be a non-empty array of schemas");
+	check_err(t, __LINE__, "{\"contains\":{},\"minContains\":3,\"maxContains\":2}", "minContains: greater than maxContains");
+
+	/* uniqueItems over many items stays fast (sorted by hash, not compared pairwise) */
+	size_t cap = 20000 * 8 + 32, len = 0;
+	char *big = malloc(cap);
+	len += (size_t)snprintf(big, cap, "{\"u\":[");
+	for (int i = 0; i < 20000; i++)
+		len += (size_t)snprintf(big + len, cap - len, "%s%d", i ? "," : "", i);
+	snprintf(big + len, cap - len, "]}");
+	double t0 = check_now();
+	valid(t, __LINE__, s, big, NULL);
+	CHECKF(t, check_now() - t0 < 1.0, "uniqueItems over 20000 items took %.2f s", check_now() - t0);
+	free(big);
+}
+
+static void test_object_keywords(struct tally *t)
+{
+	const char *s = "{\"type\":\"object\",\"minProperties\":1,\"maxProperties\":2}";
+	valid(t, __LINE__, s, "{\"a\":1}", NULL);
+	invalid(t, __LINE__, s, "{}", "must have at least 1 property (got 0)", "");
+	invalid(t, __LINE__, s, "{\"a\":1,\"b\":2,\"c\":3}", "must have at most 2 properties (got 3)", "");
+	/* patternProperties, with additionalProperties for the rest */
+	s = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"}},"
+	    "\"patternProperties\":{\"^x-\":{\"type\":\"integer\"},\"count$\":{\"minimum\":0}},"
+	    "\"additionalProperties\":false}";
+	valid(t, __LINE__, s, "{\"name\":\"n\",\"x-a\":1,\"x-count\":2,\"count\":0}", NULL);
+	invalid(t, __LINE__, s, "{\"x-a\":\"s\"}", "x-a: must be an integer", "x-a");
+	/* every matching pattern applies */
+	invalid(t, __LINE__, s, "{\"x-count\":-1}", "x-count: must be >= 0 (got -1)", "x-count");
+	invalid(t, __LINE__, s, "{\"other\":1}",
+	        "other: unknown field (allowed: name, names matching ^x-, names matching count$)", "other");
+	s = "{\"type\":\"object\",\"patternProperties\":{\"^[a-z]+$\":{}},\"additionalProperties\":{\"type\":\"string\"}}";
+	valid(t, __LINE__, s, "{\"abc\":1,\"X1\":\"s\"}", NULL);
+	invalid(t, __LINE__, s, "{\"X1\":1}", "X1: must be a string", "X1");
+	/* propertyNames */
+	s = "{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^[a-z_]+$\",\"maxLength\":10}}";
+	valid(t, __LINE__, s, "{\"snake_case\":1}", NULL);
+	invalid(t, __LINE__, s, "{\"ok\":1,\"Bad\":2}", "Bad: invalid name (must match the pattern ^[a-z_]+$)", "Bad");
+	invalid(t, __LINE__, s, "{\"much_too_long\":1}",
+	        "much_too_long: invalid name (must have at most 10 characters (got 13))", "much_too_long");
+	invalid(t, __LINE__, "{\"propertyNames\":false}", "{\"a\":1}", "a: invalid name (not allowed)", "a");
+	valid(t, __LINE__, "{\"propertyNames\":false}", "{}", NULL);
+	check_err(t, __LINE__, "{\"patternProperties\":[]}", "patternProperties: must be an object mapping patterns to schemas");
+	check_err(t, __LINE__, "{\"minProperties\":3,\"maxProperties\":1}", "minProperties: greater than maxProperties");
+	check_err(t, __LINE__, "{\"maxProperties\":-1}", "maxProperties: must be a non-negative integer");
+}
+
+/* The conformance suite's json-schema-2020-12 tool schema, as zod and pydantic write them. */
+#define CONFORMANCE_SCHEMA \
+	"{\"$schema\":\"https://json-schema.org/draft/2020-12/schema\",\"type\":\"object\"," \
+	"\"$defs\":{\"address\":{\"$anchor\":\"addressDef\",\"type\":\"object\",\"properties\":" \
+	"{\"street\":{\"type\":\"string\"},\"city\":{\"type\":\"string\"}}}}," \
+	"\"properties\":{\"name\":{\"type\":\"string\"},\"address\":{\"$ref\":\"#/$defs/address\"}," \
+	"\"contactMethod\":{\"type\":\"string\",\"enum\":[\"phone\",\"email\"]},\"phone\":{\"type\":\"string\"}," \
+	"\"email\":{\"type\":\"string\"}},\"allOf\":[{\"anyOf\":[{\"required\":[\"phone\"]},{\"required\":[\"email\"]}]}]," \
+	"\"if\":{\"properties\":{\"contactMethod\":{\"const\":\"phone\"}},\"required\":[\"contactMethod\"]}," \
+	"\"then\":{\"required\":[\"phone\"]},\"else\":{\"required\":[\"email\"]},\"additionalProperties\":false}"
+
+static void test_refs(struct tally *t)
+{
+	const char *s = CONFORMANCE_SCHEMA;
+	valid(t, __LINE__, s, "{\"name\":\"a\",\"email\":\"e\",\"address\":{\"city\":\"c\"}}", NULL);
+	valid(t, __LINE__, s, "{\"contactMethod\":\"phone\",\"phone\":\"p\"}", NULL);
+	invalid(t, __LINE__, s, "{\"address\":{\"city\":5},\"email\":\"e\"}", "address.city: must be a string",
+	        "address.city");
+	invalid(t, __LINE__, s, "{\"contactMethod\":\"phone\",\"email\":\"e\"}", "phone: required", "phone");
+	invalid(t, __LINE__, s, "{\"name\":\"a\"}",
+	        "must match at least one schema in anyOf: [0] phone: required; [1] email: required", "");
+	/* pointers into any part of the schema, with ~0 ~1 and %XX escapes, and anchors */
+	s = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"items\":{\"type\":\"integer\"}},"
+	    "\"b\":{\"$ref\":\"#/properties/a/items\"},\"c\":{\"$ref\":\"#/$defs/a~1b~0c\"},"
+	    "\"d\":{\"$ref\":\"#/$defs/per%25cent\"},\"e\":{\"$ref\":\"#pos\"},\"f\":{\"$ref\":\"#/definitions/s\"},"
+	    "\"g\":{\"$ref\":\"#/$defs/list/prefixItems/1\"}},"
+	    "\"$defs\":{\"a/b~c\":{\"type\":\"boolean\"},\"per%cent\":{\"maximum\":100},"
+	    "\"p\":{\"$anchor\":\"pos\",\"exclusiveMinimum\":0},\"list\":{\"prefixItems\":[{},{\"type\":\"null\"}]}},"
+	    "\"definitions\":{\"s\":{\"type\":\"string\"}}}";
+	valid(t, __LINE__, s, "{\"a\":[1],\"b\":2,\"c\":true,\"d\":100,\"e\":1,\"f\":\"s\",\"g\":null}", NULL);
+	invalid(t, __LINE__, s, "{\"b\":2.5}", "b: must be an integer", "b");
+	invalid(t, __LINE__, s, "{\"c\":1}", "c: must be a boolean", "c");
+	invalid(t, __LINE__, s, "{\"d\":101}", "d: must be <= 100 (got 101)", "d");
+	invalid(t, __LINE__, s, "{\"e\":0}", "e: must be > 0 (got 0)", "e");
+	invalid(t, __LINE__, s, "{\"f\":1}", "f: must be a string", "f");
+	invalid(t, __LINE__, s, "{\"g\":1}", "g: must be null", "g");
+	/* $ref with siblings: both apply */
+	s = "{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"properties\":{\"x\":{\"$ref\":\"#/$defs/n\",\"minimum\":3}}}";
+	invalid(t, __LINE__, s, "{\"x\":2}", "x: must be >= 3 (got 2)", "x");
+	invalid(t, __LINE__, s, "{\"x\":3.5}", "x: must be an integer", "x");
+	/* what cannot be resolved is refused at load, naming the reference */
+	check_err(t, __LINE__, P("\"a\":{\"$ref\":\"#/$defs/nope\"}"),
+	          "properties.a.$ref: \"#/$defs/nope\" names nothing in the schema");
+	check_err(t, __LINE__, P("\"a\":{\"$ref\":\"#nope\"}"), "properties.a.$ref: no $anchor \"nope\" in the schema");
+	check_err(t, __LINE__, P("\"a\":{\"$ref\":\"other.json#/a\"}"),
+	          "properties.a.$ref: only references inside the schema (\"#...\") are supported, not \"other.json#/a\"");
+	check_err(t, __LINE__, P("\"a\":{\"$ref\":\"#/x%zz\"}"), "properties.a.$ref: malformed reference \"#/x%zz\"");
+	check_err(t, __LINE__, P("\"a\":{\"$ref\":\"#/type\"}"),
+	          "type: must be a schema (an object, true or false)");
+	check_err(t, __LINE__, "{\"$defs\":{\"x\":{\"minimum\":\"1\"}}}", "$defs.x.minimum: must be a number");
+	check_err(t, __LINE__, "{\"$defs\":{\"a\":{\"$anchor\":\"q\"},\"b\":{\"$anchor\":\"q\"}}}",
+	          "$defs.b.$anchor: duplicate anchor \"q\"");
+	check_err(t, __LINE__, "{\"$anchor\":\"1x\"}", "$anchor: must be a name (a letter or _, then letters, digits, _ - .)");
+	check_err(t, __LINE__, "{\"$ref\":5}", "$ref: must be a string");
+	check_ok(t, __LINE__, "{\"$id\":\"https://example.org/s.json\",\"$comment\":\"c\",\"deprecated\":false}");
+	check_err(t, __LINE__, "{\"properties\":{\"a\":{\"$id\":\"a.json\"}}}",
+	          "properties.a.$id: only the root schema may have an $id (embedded schema resources are not supported)");
+}
+
+/* What pydantic v2 and zod-to-json-schema export, unchanged. */
+static void test_exported(struct tally *t)
+{
+	const char *pyd = "{\"$defs\":{\"Color\":{\"enum\":[\"red\",\"green\"],\"title\":\"Color\",\"type\":\"string\"},"
+	    "\"Item\":{\"properties\":{\"name\":{\"title\":\"Name\",\"type\":\"string\"},\"price\":{\"anyOf\":"
+	    "[{\"type\":\"number\"},{\"type\":\"null\"}],\"default\":null,\"title\":\"Price\"}},\"required\":[\"name\"],"
+	    "\"title\":\"Item\",\"type\":\"object\"}},\"properties\":{\"color\":{\"$ref\":\"#/$defs/Color\"},"
+	    "\"items\":{\"items\":{\"$ref\":\"#/$defs/Item\"},\"title\":\"Items\",\"type\":\"array\"},"
+	    "\"note\":{\"anyOf\":[{\"maxLength\":10,\"type\":\"string\"},{\"type\":\"null\"}],\"default\":null,"
+	    "\"title\":\"Note\"},\"secret\":{\"format\":\"password\",\"type\":\"string\",\"writeOnly\":true},"
+	    "\"when\":{\"format\":\"date-time\",\"type\":\"string\"},\"wait\":{\"format\":\"duration\",\"type\":\"string\"}},"
+	    "\"required\":[\"color\",\"items\"],\"title\":\"Order\",\"type\":\"object\"}";
+	valid(t, __LINE__, pyd, "{\"color\":\"red\",\"items\":[{\"name\":\"a\"}],\"wait\":\"PT1H\"}",
+	      "{\"color\":\"red\",\"items\":[{\"name\":\"a\",\"price\":null}],\"wait\":\"PT1H\",\"note\":null}");
+	invalid(t, __LINE__, pyd, "{\"color\":\"blue\",\"items\":[]}", "color: must be one of \"red\", \"green\"", "color");
+	invalid(t, __LINE__, pyd, "{\"color\":\"red\",\"items\":[{\"name\":\"a\",\"price\":\"1\"}]}",
+	        "items[0].price: must match at least one schema in anyOf: [0] must be a number; [1] must be null",
+	        "items[0].price");
+	const char *zod = "{\"type\":\"object\",\"properties\":{\"email\":{\"type\":\"string\",\"format\":\"email\","
+	    "\"pattern\":\"^(?!\\\\.)(?!.*\\\\.\\\\.)([A-Za-z0-9_'+\\\\-\\\\.]*)[A-Za-z0-9_+-]@([A-Za-z0-9][A-Za-z0-9\\\\-]*\\\\.)+[A-Za-z]{2,}$\"},"
+	    "\"age\":{\"type\":\"integer\",\"exclusiveMinimum\":0},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+	    "\"minItems\":1},\"alias\":{\"$ref\":\"#/properties/email\"},\"kind\":{\"type\":[\"string\",\"null\"]}},"
+	    "\"required\":[\"email\"],\"additionalProperties\":false,\"$schema\":\"http://json-schema.org/draft-07/schema#\"}";
+	valid(t, __LINE__, zod, "{\"email\":\"ada@example.org\",\"alias\":\"a.b@example.org\",\"tags\":[\"x\"],\"kind\":null}", NULL);
+	/* the pattern is checked before the format; a long pattern is shortened in the message */
+	invalid(t, __LINE__, zod, "{\"email\":\"ada@example.org\",\"alias\":\".a@example.org\"}",
+	        "alias: must match the pattern ^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-...",
+	        "alias");
+	invalid(t, __LINE__, zod, "{\"email\":\"ada@localhost\"}", "email: must match the pattern "
+	        "^(?!\\.)(?!.*\\.\\.)([A-Za-z0-9_'+\\-\\.]*)[A-Za-z0-9_+-]@([A-...", "email");
+	invalid(t, __LINE__, zod, "{\"email\":\"ada@example.org\",\"age\":0}", "age: must be > 0 (got 0)", "age");
+}
+
+/* A recursive tree schema works; a cycle that never descends into the value is refused. */
+static void test_cycles(struct tally *t)
+{
+	const char *tree = "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":"
+	                   "{\"name\":{\"type\":\"string\"},\"children\":{\"type\":\"array\",\"items\":"
+	                   "{\"$ref\":\"#/$defs/node\"}}},\"required\":[\"name\"],\"additionalProperties\":false}}}";
+	valid(t, __LINE__, tree, "{\"name\":\"r\",\"children\":[{\"name\":\"a\",\"children\":[{\"name\":\"b\"}]},"
+	      "{\"name\":\"c\",\"children\":[]}]}", NULL);
+	invalid(t, __LINE__, tree, "{\"name\":\"r\",\"children\":[{\"name\":\"a\",\"children\":[{\"nom\":\"b\"}]}]}",
+	        "children[0].children[0].name: required", "children[0].children[0].name");
+	/* the root itself, recursively */
+	const char *list = "{\"type\":[\"object\",\"null\"],\"properties\":{\"next\":{\"$ref\":\"#\"},"
+	                   "\"v\":{\"type\":\"integer\"}}}";
+	valid(t, __LINE__, list, "{\"v\":1,\"next\":{\"v\":2,\"next\":null}}", NULL);
+	invalid(t, __LINE__, list, "{\"next\":{\"next\":{\"v\":\"x\"}}}", "next.next.v: must be an integer", "next.next.v");
+	/* a value deeper than the limit under a recursive schema is refused, not recursed into */
+	char *deep = malloc(70 * 12 + 16), *p = deep;
+	for (int i = 0; i < 70; i++)
+		p += sprintf(p, "{\"next\":");
+	p += sprintf(p, "null");
+	for (int i = 0; i < 70; i++)
+		*p++ = '}';
+	*p = '\0';
+	struct schema *sc = compiled(__LINE__, list);
+	cJSON *v = parse(deep);
+	char err[1024], field[1024];
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1 && strstr(err, ": nested more than 64 levels deep") && strncmp(field, "next.next.", 10) == 0,
+	       "deep recursive value: %d %s", rc, err);
+	cJSON_Delete(v);
+	schema_free(sc);
+	free(deep);
+
+	check_err(t, __LINE__, "{\"$ref\":\"#\"}",
+	          "$ref: makes a cycle: a schema applies to the same value again without descending into it");
+	check_err(t, __LINE__, "{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/b\"},\"b\":{\"anyOf\":[{\"type\":\"string\"},"
+	          "{\"$ref\":\"#/$defs/a\"}]}},\"properties\":{\"x\":{\"$ref\":\"#/$defs/a\"}}}",
+	          "$defs.b.anyOf[1].$ref: makes a cycle: a schema applies to the same value again without descending into it");
+	check_err(t, __LINE__, "{\"not\":{\"allOf\":[{\"$ref\":\"#\"}]}}",
+	          "not.allOf[0].$ref: makes a cycle: a schema applies to the same value again without descending into it");
+	/* an in-place chain longer than the limit */
+	char chain[8192] = "{\"$defs\":{", *c = chain + strlen(chain);
+	for (int i = 0; i < 40; i++)
+		c += sprintf(c, "%s\"d%d\":{\"$ref\":\"#/$defs/d%d\"}", i ? "," : "", i, i + 1);
+	c += sprintf(c, ",\"d40\":{}},\"$ref\":\"#/$defs/d0\"}");
+	cJSON *s = parse(chain);
+	rc = schema_check(s, err, sizeof err);
+	CHECKF(t, rc == -1 && strstr(err, "schemas apply to the same value more than 32 levels deep"),
+	       "long in-place chain: %s", err);
+	cJSON_Delete(s);
+}
+
+/* Fan-out (anyOf over $ref, each level doubling) is stopped by the step budget, quickly. */
+static void test_fanout(struct tally *t)
+{
+	char schema[8192] = "{\"$defs\":{", *p = schema + strlen(schema);
+	for (int i = 0; i < 14; i++)
+		p += sprintf(p, "%s\"d%d\":{\"anyOf\":[{\"$ref\":\"#/$defs/d%d\"},{\"$ref\":\"#/$defs/d%d\"},"
+		             "{\"$ref\":\"#/$defs/d%d\"},{\"$ref\":\"#/$defs/d%d\"}]}",
+		             i ? "," : "", i, i + 1, i + 1, i + 1, i + 1);
+	p += sprintf(p, ",\"d14\":{\"type\":\"string\"}},\"properties\":{\"x\":{\"$ref\":\"#/$defs/d0\"}}}");
+	struct schema *sc = compiled(__LINE__, schema);
+	cJSON *v = parse("{\"x\":1}");
+	char err[512], field[64];
+	double t0 = check_now();
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	double took = check_now() - t0;
+	CHECKF(t, rc == -1 && strcmp(err, "x: validation stopped: it takes too many steps (the schema fans out "
+	       "too much for this value)") == 0 && strcmp(field, "x") == 0, "fan-out: %d %s [%s]", rc, err, field);
+	CHECKF(t, took < (UNDER_ASAN ? 5.0 : 0.5), "fan-out took %.2f s", took);
+	/* the same under "not": running out is never a pass */
+	cJSON_Delete(v);
+	schema_free(sc);
+	p = strstr(schema, ",\"properties\"");
+	strcpy(p, ",\"properties\":{\"x\":{\"not\":{\"$ref\":\"#/$defs/d0\"}}}}");
+	sc = compiled(__LINE__, schema);
+	v = parse("{\"x\":1}");
+	rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1 && strstr(err, "validation stopped"), "fan-out under not: %d %s", rc, err);
+	cJSON_Delete(v);
+	schema_free(sc);
+	/* a string matching passes without running out */
+	sc = compiled(__LINE__, "{\"$defs\":{\"a\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"number\"}]}},"
+	              "\"items\":{\"$ref\":\"#/$defs/a\"}}");
+	v = parse("[\"a\",1,\"b\",2]");
+	CHECKF(t, schema_apply(sc, v, err, sizeof err, field, sizeof field) == 0, "small anyOf: %s", err);
+	cJSON_Delete(v);
+	schema_free(sc);
+	/* a large value under a simple schema fits: the step budget grows with the value */
+	size_t bcap = 300000 * 8 + 16, blen = 0;
+	char *big = malloc(bcap);
+	blen += (size_t)snprintf(big, bcap, "[");
+	for (int i = 0; i < 300000; i++)
+		blen += (size_t)snprintf(big + blen, bcap - blen, "%s%d", i ? "," : "", i);
+	snprintf(big + blen, bcap - blen, "]");
+	sc = compiled(__LINE__, "{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"type\":\"integer\",\"minimum\":0}}");
+	v = parse(big);
+	CHECKF(t, schema_apply(sc, v, err, sizeof err, field, sizeof field) == 0, "300000 items: %s", err);
+	cJSON_Delete(v);
+	schema_free(sc);
+	free(big);
+	/* too many subschemas */
+	size_t cap = 10001 * 12 + 64, len = 0;
+	char *wide = malloc(cap);
+	len += (size_t)snprintf(wide, cap, "{\"anyOf\":[");
+	for (int i = 0; i < 10001; i++)
+		len += (size_t)snprintf(wide + len, cap - len, "%s{}", i ? "," : "");
+	snprintf(wide + len, cap - len, "]}");
+	cJSON *w = parse(wide);
+	rc = schema_check(w, err, sizeof err);
+	CHECKF(t, rc == -1 && strstr(err, "schema has more than 10000 subschemas"), "wide schema: %s", err);
+	cJSON_Delete(w);
+	free(wide);
+}
+
+/* Defaults come from the applicators that always apply, never from a branch that may not. */
+static void test_defaults_composed(struct tally *t)
+{
+	const char *s = "{\"type\":\"object\",\"$defs\":{\"base\":{\"properties\":{\"level\":{\"default\":\"info\"}}}},"
+	                "\"allOf\":[{\"$ref\":\"#/$defs/base\"},{\"properties\":{\"n\":{\"default\":1}}}],"
+	                "\"anyOf\":[{\"properties\":{\"never\":{\"default\":0}}}],"
+	                "\"patternProperties\":{\"^o_\":{\"properties\":{\"x\":{\"default\":true}}}},"
+	                "\"properties\":{\"t\":{\"prefixItems\":[{\"properties\":{\"y\":{\"default\":2}}}]}}}";
+	valid(t, __LINE__, s, "{\"o_a\":{},\"t\":[{}]}",
+	      "{\"o_a\":{\"x\":true},\"t\":[{\"y\":2}],\"level\":\"info\",\"n\":1}");
+	/* a default is checked against its schema, refs included */
+	check_err(t, __LINE__, "{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"properties\":{\"a\":{\"$ref\":\"#/$defs/n\","
+	          "\"default\":\"x\"}}}", "properties.a.default: does not satisfy the schema (must be an integer)");
+	check_err(t, __LINE__, "{\"properties\":{\"a\":{\"format\":\"date\",\"default\":\"today\"}}}",
+	          "properties.a.default: does not satisfy the schema (must be a date (RFC 3339, e.g. 2026-12-01))");
+}
+
+/* A schema built in code, validated by schema_validate(), compiles on the way. */
+static void test_validate_json(struct tally *t)
+{
+	cJSON *sc = parse("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\",\"default\":4}}}");
+	cJSON *v = parse("{}");
+	char err[256] = "x", field[64] = "x";
+	int rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == 0 && cJSON_GetObjectItem(v, "n") && field[0] == '\0', "validate: %d %s", rc, err);
+	cJSON_Delete(sc);
+	cJSON_Delete(v);
+	sc = parse("{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"nope\"}}}");
+	v = parse("{}");
+	rc = schema_validate(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1 && strcmp(err, "invalid schema: properties.n.type: unknown type \"nope\"") == 0 &&
+	       field[0] == '\0', "invalid schema: %d %s [%s]", rc, err, field);
+	cJSON_Delete(sc);
+	cJSON_Delete(v);
+}
+
+/* Strings that are not UTF-8 (cJSON lets them through) under a pattern are refused, not matched. */
+static void test_pattern_bytes(struct tally *t)
+{
+	struct schema *sc = compiled(__LINE__, P("\"s\":{\"pattern\":\"a\"}"));
+	cJSON *v = parse("{\"s\":\"a\xff\"}");
+	char err[256], field[64];
+	int rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1 && strcmp(err, "s: must be valid UTF-8") == 0, "bytes: %d %s", rc, err);
+	cJSON_Delete(v);
+	schema_free(sc);
+	sc = compiled(__LINE__, "{\"patternProperties\":{\"a\":{}},\"additionalProperties\":false}");
+	v = parse("{\"a\xff\":1}");
+	rc = schema_apply(sc, v, err, sizeof err, field, sizeof field);
+	CHECKF(t, rc == -1 && strcmp(err, "a?: must be valid UTF-8") == 0, "byte key: %d %s", rc, err);
+	cJSON_Delete(v);
+	schema_free(sc);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
@@ -467,5 +1053,20 @@ int main(void)
 	test_defaults(&t);
 	test_depth(&t);
 	test_message_hygiene(&t);
+	test_multiple_of(&t);
+	test_formats(&t);
+	test_patterns(&t);
+	test_backtracking(&t);
+	test_pattern_bytes(&t);
+	test_composition(&t);
+	test_conditionals(&t);
+	test_array_keywords(&t);
+	test_object_keywords(&t);
+	test_refs(&t);
+	test_exported(&t);
+	test_cycles(&t);
+	test_fanout(&t);
+	test_defaults_composed(&t);
+	test_validate_json(&t);
 	return check_done(&t);
 }
