@@ -2,13 +2,20 @@
 # Installs what forkpoint needs to build and test, and nothing when it is all there already.
 # Debian packages through apt-get (as root, or with sudo), the e2e tests' npm packages into
 # tests/e2e/node_modules from the committed lock file.
+#
+#   scripts/deps.sh           what the build and `make test` need
+#   scripts/deps.sh --bench   only what `make bench` adds: bubblewrap, the spawn anchor
 set -eu
 cd "$(dirname "$0")/.."
 
-pkgs="gcc make pkg-config libc6-dev libseccomp-dev libmsgpack-dev libcjson-dev libssl-dev libpcre2-dev \
+if [ "${1:-}" = "--bench" ]; then
+	pkgs="bubblewrap"
+else
+	pkgs="gcc make pkg-config libc6-dev libseccomp-dev libmsgpack-dev libcjson-dev libssl-dev libpcre2-dev \
 clang libclang-rt-14-dev util-linux procps python3 bash"
-command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
-command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+	command -v node >/dev/null 2>&1 || pkgs="$pkgs nodejs"
+	command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+fi
 
 missing=""
 for p in $pkgs; do
@@ -31,6 +38,10 @@ if [ -n "$missing" ]; then
 	$sudo apt-get update -qq
 	# shellcheck disable=SC2086
 	$sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+if [ "${1:-}" = "--bench" ]; then
+	exit 0
 fi
 
 # The end-to-end tests drive forkpoint with the official MCP TypeScript SDK client.

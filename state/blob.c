@@ -150,9 +150,9 @@ static int fault_at(const struct blob_store *bs, const char *step)
 	return bs && bs->fault ? bs->fault(bs->fault_arg, step) : 0;
 }
 
-/* blob_put with an optional store: its fault hook is consulted before each disk step, and
+/* blob_put with an optional store (read only, so a worker thread may call it): its fault hook is consulted before each disk step, and
  * *added says whether a new file now exists (a dedup hit adds nothing). */
-static int put_impl(struct blob_store *bs, const char *state_dir, const void *data, size_t len,
+static int put_impl(const struct blob_store *bs, const char *state_dir, const void *data, size_t len,
 		    char hex[BLOB_HEX_LEN + 1], int *added)
 {
 	char top[PATH_MAX], sub[PATH_MAX], final[PATH_MAX], tmp[PATH_MAX];
@@ -481,6 +481,21 @@ int blob_store_put(struct blob_store *bs, const void *data, size_t len, char hex
 	if (added)
 		*added = a;
 	return rc;
+}
+
+int blob_store_write(const struct blob_store *bs, const void *data, size_t len,
+                     char hex[BLOB_HEX_LEN + 1], int *added)
+{
+	int a = 0;
+	int rc = put_impl(bs, bs->state_dir, data, len, hex, &a);
+	if (added)
+		*added = a;
+	return rc;
+}
+
+void blob_store_added(struct blob_store *bs, uint64_t len)
+{
+	bs->bytes += len;
 }
 
 int blob_store_remove(struct blob_store *bs, const char *hex)

@@ -42,6 +42,14 @@ int blob_store_init(struct blob_store *bs, const char *state_dir);
 /* blob_put through the store; *added (may be NULL) is 1 if a new file was written. */
 int blob_store_put(struct blob_store *bs, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
                    int *added);
+/* blob_store_put for a worker thread: it reads only bs's state_dir and fault hook (which must
+ * then be thread-safe) and never its byte count, so the loop may use bs meanwhile.  The loop
+ * adds the bytes of a new file (*added == 1) afterwards with blob_store_added.  A blob that
+ * existed already counts as stored (*added == 0).  0 or -errno. */
+int blob_store_write(const struct blob_store *bs, const void *data, size_t len,
+                     char hex[BLOB_HEX_LEN + 1], int *added);
+/* Count len more bytes, for a new file that blob_store_write wrote (loop thread). */
+void blob_store_added(struct blob_store *bs, uint64_t len);
 /* Delete one blob (the caller knows nothing refers to it).  0 (also when it was already
  * gone) or -errno. */
 int blob_store_remove(struct blob_store *bs, const char *hex);

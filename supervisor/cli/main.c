@@ -345,6 +345,10 @@ out:
 	/* Jobs end with us; tasks are left as they were (a later run resumes them).  The pool
 	 * goes first: its last done callbacks still answer into the server's sessions. */
 	workers_free(sv.workers);
+	/* A checkpoint whose blob the pool finished meanwhile was recorded by its done callback:
+	 * made durable too (never acknowledged; nothing is sent any more). */
+	if (sv.persist)
+		(void)persist_commit(sv.persist);
 	server_free(sv.server);
 	tasks_free(sv.tasks);
 	sandbox_free(sv.sandbox);

@@ -78,6 +78,16 @@ struct job {
 	int64_t logsum_start;      /* window of the log frame summary (LOGSUM_MS) */
 	long logsum_count;         /* log frames in it after the first (shown) one */
 	enum fplog_level logsum_max;
+	/* job_pause: frames wait (in the reader, then in the socket) while paused > 0, and so
+	 * does the end of a job that was reaped meanwhile (its status is kept until then). */
+	int paused;
+	struct frame cur;          /* the frame being handled; kept while a pause it began lasts */
+	int cur_kept;
+	struct loop_timer *resume_timer;
+	int reaped;
+	siginfo_t reap_si;
+	struct rusage reap_ru;
+	size_t exit_budget;        /* socket bytes still read after the end (see on_pidfd) */
 };
 
 /* Close *fd (taking it out of the loop first when the loop watches it) and mark it closed. */
@@ -103,7 +113,8 @@ static void job_close_fds(struct job *j)
 
 static void kill_tree(struct job *j)
 {
-	if (j->pid > 0 && !j->exited) {
+	/* Once reaped, the pid (and the group id) may belong to someone else. */
+	if (j->pid > 0 && !j->exited && !j->reaped) {
 		if (j->pidfd >= 0)
 			syscall(SYS_pidfd_send_signal, j->pidfd, SIGKILL, NULL, 0);
 		kill(-j->pid, SIGKILL);
@@ -255,15 +266,17 @@ static void on_out(struct loop *l, int fd, uint32_t ev, void *arg)
 
 static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg);
 
-/* Poll the socket for input until its EOF and for output while frames wait to be sent.  With
- * neither, the fd leaves the loop (it stays open for job_send until exit): epoll reports a
- * hang-up whatever the mask, so a job that closed its end and runs on, or whose keeper has not
- * yet been reaped, would otherwise wake every turn and spin the loop. */
+/* Poll the socket for input until its EOF (and not while the owner has paused the job), and
+ * for output while frames wait to be sent.  With neither, the fd leaves the loop (it stays
+ * open for job_send until exit): epoll reports a hang-up whatever the mask, so a job that
+ * closed its end and runs on, whose keeper has not yet been reaped, or that checkpointed and
+ * exited while the checkpoint is being stored, would otherwise wake every turn and spin the
+ * loop. */
 static void update_sock_events(struct job *j)
 {
 	if (j->sock < 0)
 		return;
-	uint32_t ev = (j->sock_eof ? 0 : EPOLLIN) | (wbuf_pending(&j->outq) ? EPOLLOUT : 0);
+	uint32_t ev = (j->sock_eof || j->paused ? 0 : EPOLLIN) | (wbuf_pending(&j->outq) ? EPOLLOUT : 0);
 	if (!ev) {
 		if (j->sock_polled)
 			loop_del_fd(j->sv->loop, j->sock);
@@ -362,61 +375,80 @@ static int quota(struct job *j, long frames, long bytes)
 	return 0;
 }
 
-static void drain_sock(struct job *j, size_t budget)
+/* Hand the frames the reader holds to the owner, one at a time, until none is left (0) or
+ * the owner paused, killed or lost the job (-1: the rest stay in the reader). */
+static int deliver_frames(struct job *j)
+{
+	for (;;) {
+		struct frame *f = &j->cur;
+		if (j->paused)
+			return -1;
+		int rc = frame_reader_next(j->reader, f);
+		if (rc == 0)
+			return 0;
+		if (rc < 0) {
+			job_kill(j, rc == -ELOOP ? "protocol violation: frame nested too deeply"
+			          : rc == -E2BIG ? "protocol violation: frame holds more than 1048576 values"
+			                         : "protocol violation: malformed frame");
+			return -1;
+		}
+		if (quota(j, 1, 0) < 0) {
+			frame_release(f);
+			return -1;
+		}
+		const char *why = NULL;
+		rc = j->cb->on_frame(j->owner, j, f, &why);
+		/* A pause the frame began keeps it (the owner still reads its bytes) until it ends. */
+		if (j->paused)
+			j->cur_kept = 1;
+		else
+			frame_release(f);
+		if (rc < 0) {
+			job_kill(j, why ? why : "protocol violation");
+			return -1;
+		}
+		if (j->exited || j->sock < 0 || j->violation)
+			return -1;
+	}
+}
+
+/* Read and deliver up to budget bytes of frames; returns the budget left.  Frames a pause
+ * left in the reader go first, so the owner sees them in the order the job sent them. */
+static size_t drain_sock(struct job *j, size_t budget)
 {
 	char buf[65536];
-	while (j->sock >= 0 && !j->violation && budget > 0) {
+	if (deliver_frames(j) < 0)
+		return budget;
+	while (j->sock >= 0 && !j->violation && !j->paused && budget > 0) {
 		ssize_t n = recv(j->sock, buf, sizeof buf, MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN)
-				return;
+				return budget;
 			n = 0;
 		}
 		if (n == 0) {
 			/* Keep the fd for sending until exit, but stop polling it for input. */
 			j->sock_eof = 1;
 			update_sock_events(j);
-			return;
+			return budget;
 		}
 		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
 		if (quota(j, 0, n) < 0)
-			return;
+			return budget;
 		int rc = frame_reader_feed(j->reader, buf, (size_t)n);
 		if (rc == -EMSGSIZE) {
 			job_kill(j, "protocol violation: frame larger than the limit");
-			return;
+			return budget;
 		} else if (rc < 0) {
 			job_kill(j, "out of memory reading job frames");
-			return;
+			return budget;
 		}
-		for (;;) {
-			struct frame f;
-			rc = frame_reader_next(j->reader, &f);
-			if (rc == 0)
-				break;
-			if (rc < 0) {
-				job_kill(j, rc == -ELOOP ? "protocol violation: frame nested too deeply"
-				          : rc == -E2BIG ? "protocol violation: frame holds more than 1048576 values"
-				                         : "protocol violation: malformed frame");
-				return;
-			}
-			if (quota(j, 1, 0) < 0) {
-				frame_release(&f);
-				return;
-			}
-			const char *why = NULL;
-			rc = j->cb->on_frame(j->owner, j, &f, &why);
-			frame_release(&f);
-			if (rc < 0) {
-				job_kill(j, why ? why : "protocol violation");
-				return;
-			}
-			if (j->exited || j->sock < 0 || j->violation)
-				return;
-		}
+		if (deliver_frames(j) < 0)
+			return budget;
 	}
+	return budget;
 }
 
 static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg)
@@ -430,7 +462,7 @@ static void on_sock(struct loop *l, int fd, uint32_t ev, void *arg)
 	if (ev & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		drain_sock(j, READ_PER_TURN);
 	/* A peer that hung up with nothing left to read must not spin the loop. */
-	if ((ev & (EPOLLHUP | EPOLLERR)) && j->sock >= 0 && !j->sock_eof && !(ev & EPOLLIN)) {
+	if ((ev & (EPOLLHUP | EPOLLERR)) && j->sock >= 0 && !j->sock_eof && !(ev & EPOLLIN) && !j->paused) {
 		j->sock_eof = 1;
 		update_sock_events(j);
 	}
@@ -492,6 +524,11 @@ static void on_exec(struct loop *l, int fd, uint32_t ev, void *arg)
 	check_exec(arg);
 }
 
+static void finish_exit(struct job *j);
+
+/* The leader has ended: kill what is left of its tree, reap it, and end the job, unless the
+ * owner has paused it; then the end waits for job_resume (the pidfd leaves the loop, which
+ * would report it again every turn). */
 static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 {
 	struct job *j = arg;
@@ -501,18 +538,31 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	kill(-j->pid, SIGKILL);
 	if (j->sb)
 		sandbox_job_kill(j->sb);
-	siginfo_t si;
-	struct rusage ru;
-	memset(&si, 0, sizeof si);
-	memset(&ru, 0, sizeof ru);
+	memset(&j->reap_si, 0, sizeof j->reap_si);
+	memset(&j->reap_ru, 0, sizeof j->reap_ru);
 	/* The raw call: glibc's waitid() does not return the rusage. */
-	if (syscall(SYS_waitid, P_PIDFD, j->pidfd, &si, WEXITED | WNOHANG, &ru) < 0 || si.si_pid == 0)
+	if (syscall(SYS_waitid, P_PIDFD, j->pidfd, &j->reap_si, WEXITED | WNOHANG, &j->reap_ru) < 0 ||
+	    j->reap_si.si_pid == 0)
 		return;   /* spurious wake-up */
+	j->reaped = 1;
 	/* Frames and output written just before exit are still buffered: take them first, within
 	 * a bound (a grandchild may hold the pipes open forever). */
-	drain_sock(j, 4u << 20);
+	j->exit_budget = 4u << 20;
+	loop_del_fd(j->sv->loop, j->pidfd);
+	finish_exit(j);
+}
+
+/* The end of a reaped job: its last frames (unless they pause it again), its last output,
+ * then on_exit with everything known about how it ended. */
+static void finish_exit(struct job *j)
+{
+	j->exit_budget = drain_sock(j, j->exit_budget);
+	if (j->paused)
+		return;
 	drain_out(j, 4u << 20);
 	logsum_flush(j);
+	siginfo_t si = j->reap_si;
+	struct rusage ru = j->reap_ru;
 	j->exited = 1;
 	if (j->kill_timer) {
 		loop_timer_cancel(j->sv->loop, j->kill_timer);
@@ -556,6 +606,47 @@ static void on_pidfd(struct loop *l, int fd, uint32_t ev, void *arg)
 	}
 	job_close_fds(j);
 	j->cb->on_exit(j->owner, j, &x);
+}
+
+/* ---- pause / resume ---------------------------------------------------------------- */
+
+void job_pause(struct job *j)
+{
+	j->paused++;
+	update_sock_events(j);
+}
+
+/* The loop turn after the last job_resume: frames left in the reader, then the socket, then
+ * an end that came meanwhile.  Not done inside job_resume, whose caller may still use the
+ * job (on_exit frees it). */
+static void resume_cb(struct loop *l, void *arg)
+{
+	struct job *j = arg;
+	(void)l;
+	j->resume_timer = NULL;
+	if (j->paused)
+		return;
+	if (j->reaped) {
+		finish_exit(j);
+		return;
+	}
+	update_sock_events(j);
+	drain_sock(j, READ_PER_TURN);
+}
+
+void job_resume(struct job *j)
+{
+	if (j->paused > 0)
+		j->paused--;
+	if (!j->paused && j->cur_kept) {
+		frame_release(&j->cur);
+		j->cur_kept = 0;
+	}
+	if (j->paused || j->resume_timer)
+		return;
+	j->resume_timer = loop_timer_in(j->sv->loop, 0, resume_cb, j);
+	if (!j->resume_timer)
+		job_kill(j, "out of memory resuming the job's frames");
 }
 
 /* ---- start / free ------------------------------------------------------------------ */
@@ -694,7 +785,7 @@ void job_free(struct job *j)
 {
 	if (!j)
 		return;
-	if (!j->exited && j->pid > 0) {
+	if (!j->exited && !j->reaped && j->pid > 0) {
 		kill_tree(j);
 		siginfo_t si;
 		if (j->pidfd >= 0)
@@ -707,7 +798,11 @@ void job_free(struct job *j)
 		loop_timer_cancel(j->sv->loop, j->kill_timer);
 	if (j->hello_timer)
 		loop_timer_cancel(j->sv->loop, j->hello_timer);
+	if (j->resume_timer)
+		loop_timer_cancel(j->sv->loop, j->resume_timer);
 	job_close_fds(j);
+	if (j->cur_kept)
+		frame_release(&j->cur);
 	frame_reader_free(j->reader);
 	wbuf_free(&j->outq);
 	/* Only now is the tree gone, so the cgroup can be removed. */

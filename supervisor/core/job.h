@@ -76,6 +76,16 @@ void job_hello_sent(struct job *j, size_t len);
 void job_kill(struct job *j, const char *violation);
 /* Kill after ms unless it has exited by then (cancel grace, post-result grace). */
 void job_kill_after(struct job *j, long ms);
+/* Stop handing frames to on_frame, after the one being handled, until as many job_resume
+ * calls as job_pause calls were made: the owner finishes the work a frame started (storing a
+ * checkpoint off the loop) before the job's next frame is looked at.  Meanwhile the socket is
+ * not read (the job blocks on a full socket, by design), frames to the job still go out, and
+ * if the job ends, its end (on_exit) waits too, so it never overtakes a frame it sent first.
+ * Paused from inside on_frame, the frame being handled stays valid (its bytes may be read, from
+ * any thread) until the last job_resume, so they need not be copied first.  job_resume
+ * delivers the waiting frames from the next loop turn on, never from inside the call. */
+void job_pause(struct job *j);
+void job_resume(struct job *j);
 pid_t job_pid(const struct job *j);
 /* The effective sandbox of the job as a JSON object text (see sandbox_job_json). */
 const char *job_sandbox_json(const struct job *j);

@@ -11,7 +11,7 @@
 #include "state/journal.h"
 #include "supervisor/core/transfer.h"
 
-#define INLINE_CHECKPOINT  1024           /* larger checkpoints go to the blob store */
+#define INLINE_CHECKPOINT  PERSIST_INLINE_CHECKPOINT   /* larger ones go to the blob store */
 #define PROGRESS_FLUSH_MS  2000           /* progress alone is written at most this often */
 #define COMPACT_MIN_BYTES  (8ull << 20)
 #define COMPACT_BACKOFF_MS     1000       /* first retry after a failed compaction ... */
@@ -244,9 +244,23 @@ static void release_blobs(struct persist *p)
 	p->nrelease = 0;
 }
 
+int persist_budget(const struct persist *p, size_t len)
+{
+	return budget_check(p, len);
+}
+
+static int checkpoint_record(struct persist *p, struct task *t, const char *old);
+
+int persist_checkpoint_stored(struct persist *p, struct task *t, const char *hex)
+{
+	char old[BLOB_HEX_LEN + 1];
+	memcpy(old, t->checkpoint_blob, sizeof old);
+	snprintf(t->checkpoint_blob, sizeof t->checkpoint_blob, "%s", hex);
+	return checkpoint_record(p, t, old);
+}
+
 int persist_checkpoint(struct persist *p, struct task *t)
 {
-	struct frame_map r;
 	char old[BLOB_HEX_LEN + 1];
 	memcpy(old, t->checkpoint_blob, sizeof old);
 	t->checkpoint_blob[0] = 0;
@@ -259,7 +273,13 @@ int persist_checkpoint(struct persist *p, struct task *t)
 			return rc;
 		}
 	}
+	return checkpoint_record(p, t, old);
+}
 
+/* The checkpoint record for t, whose blob (if any) is stored; old is the blob it replaces. */
+static int checkpoint_record(struct persist *p, struct task *t, const char *old)
+{
+	struct frame_map r;
 	frame_map_begin(&r, 4);
 	kv_str(&r, "id", t->id);
 	kv_int(&r, "seq", t->checkpoint_seq);

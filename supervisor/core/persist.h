@@ -59,6 +59,13 @@ void persist_progress(struct persist *p, struct task *t);   /* marks dirty; coal
  * before: until then a crash replays the old one), unless another task refers to it.
  * 0, -EDQUOT over server.stateDirMaxMB, or -errno. */
 int persist_checkpoint(struct persist *p, struct task *t);
+/* Checkpoints larger than this are stored as blobs. */
+#define PERSIST_INLINE_CHECKPOINT 1024
+/* persist_checkpoint for a checkpoint whose blob hex was already stored durably (ckpt.h, on
+ * a worker thread): only the record is written.  0 or -errno. */
+int persist_checkpoint_stored(struct persist *p, struct task *t, const char *hex);
+/* -EDQUOT if len more bytes would take the state dir over server.stateDirMaxMB, else 0. */
+int persist_budget(const struct persist *p, size_t len);
 int persist_asked(struct persist *p, struct task *t);
 int persist_answered(struct persist *p, struct task *t, const char *qid, const cJSON *response);
 /* Store a large result's JSON text as a blob, durably, before any record names it: sets

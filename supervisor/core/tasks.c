@@ -8,14 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <ftw.h>
 #include <unistd.h>
 
 #include "proto/frame.h"
+#include "supervisor/core/ckpt.h"
+#include "supervisor/core/inputs.h"
 #include "supervisor/core/job.h"
 #include "supervisor/mcp/mcpresult.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/core/rmtree.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/core/workers.h"
 #include "proto/io.h"
 #include "proto/utf8.h"
 
@@ -600,6 +603,8 @@ static size_t args_packed_len(struct task *t)
 	return t->args_packed_len - 1;
 }
 
+static void checkpoint_stored(struct task *t, size_t len, int64_t seq, int rc);
+
 static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object *m, const char **why)
 {
 	const void *data;
@@ -631,38 +636,32 @@ static int on_checkpoint(struct tasks *ts, struct task *t, const msgpack_object 
 		*why = "checkpoint too large: with the task's arguments it must fit in one 8 MiB start frame";
 		return -1;
 	}
-	void *copy = malloc(len ? len : 1);
-	if (!copy) {
-		*why = "out of memory storing a checkpoint";
-		return -1;
-	}
-	memcpy(copy, data, len);
-	free(t->checkpoint);
-	t->checkpoint = copy;
-	t->checkpoint_len = len;
-	t->checkpoint_seq = seq;
 	touch(t);
-	if (ts->sv->persist) {
-		int rc = persist_checkpoint(ts->sv->persist, t);
-		if (rc == -EDQUOT) {
-			char msg[200];
-			long mb = ts->sv->cfg->server.state_max_mb;
-			snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
-			         "disk budget (stateDirMaxMB %ld).", len, mb);
-			fail_limit(ts, t, msg, "stateDirMaxMB", mb);
-			return 0;
-		}
-		if (rc < 0) {
-			/* Never tell the job a checkpoint is safe when it is not. */
-			char msg[200];
-			snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
-			fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
-			job_kill(t->job, NULL);
-			return 0;
-		}
+	ckpt_store(ts->sv, t, t->job, data, len, seq, checkpoint_stored);
+	return 0;
+}
+
+/* A checkpoint is stored and recorded (rc 0: acknowledge it after the commit) or not. */
+static void checkpoint_stored(struct task *t, size_t len, int64_t seq, int rc)
+{
+	struct tasks *ts = t->owner;
+	if (rc == -EDQUOT) {
+		char msg[200];
+		long mb = ts->sv->cfg->server.state_max_mb;
+		snprintf(msg, sizeof msg, "The checkpoint of %zu bytes would take the state dir over its "
+		         "disk budget (stateDirMaxMB %ld).", len, mb);
+		fail_limit(ts, t, msg, "stateDirMaxMB", mb);
+		return;
+	}
+	if (rc < 0) {
+		/* Never tell the job a checkpoint is safe when it is not. */
+		char msg[200];
+		snprintf(msg, sizeof msg, "The checkpoint could not be stored: %s.", strerror(-rc));
+		fail(ts, t, "internal_error", msg, 1, "The server's disk may be full; retry the call later.");
+		job_kill(t->job, NULL);
+		return;
 	}
 	send_checkpointed(t, seq);
-	return 0;
 }
 
 static const struct task_answer *find_answer(const struct task *t, const char *qid)
@@ -1417,12 +1416,32 @@ static void on_timeout(struct loop *l, void *arg)
 		job_kill(t->job, NULL);
 }
 
+static int spawn_job(struct tasks *ts, struct task *t);
+
+/* The input files of a task are in place (or not): its job starts now, in the slot it held. */
+static void inputs_copied(void *arg, const char *id, int rc, cJSON *env)
+{
+	struct tasks *ts = arg;
+	struct task *t = tasks_find(ts, id);
+	ts->running--;
+	if (rc == -ECANCELED || (ts->sv->workers && workers_stopping(ts->sv->workers))) {
+		cJSON_Delete(env);
+		return;   /* the server is stopping: the task starts again at the next run */
+	}
+	if (!t || TASK_TERMINAL(t->status))
+		cJSON_Delete(env);   /* cancelled meanwhile */
+	else if (rc < 0)
+		finish(ts, t, TASK_FAILED, NULL, 0, env);
+	else
+		spawn_job(ts, t);
+	start_next(ts);
+}
+
 static int start_job(struct tasks *ts, struct task *t)
 {
 	struct supervisor *sv = ts->sv;
 	const struct tool_cfg *tool = t->tool;
-	char dir[4096], work[4200], logp[4200], err[4400];
-	char **argv = NULL, **envp = NULL;
+	char work[4200], err[4400];
 	int rc;
 
 	t->queued = 0;
@@ -1433,22 +1452,44 @@ static int start_job(struct tasks *ts, struct task *t)
 	}
 	t->attempt++;
 
-	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
-	snprintf(work, sizeof work, "%s/work", dir);
-	snprintf(logp, sizeof logp, "%s/output.log", dir);
+	snprintf(work, sizeof work, "%s/tasks/%s/work", sv->state_dir, t->id);
 	if ((rc = mkdir_p(work, 0700)) < 0) {
 		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
-		goto fail;
+		start_failed(ts, t, rc, err);
+		return rc;
 	}
 	if (sv->transfers) {
-		/* Uploaded files named in the arguments are placed read-only in work/inputs/. */
+		/* Uploaded files named in the arguments are placed read-only in work/inputs/; large
+		 * copies are made on the worker pool, and the job starts once they are done. */
 		cJSON *env = NULL;
-		if (transfer_prepare_args(sv->transfers, tool->input_schema, t->args, work, &env) < 0) {
+		struct inputs *later = NULL;
+		if (transfer_prepare_args_later(sv->transfers, tool->input_schema, t->args, work,
+		                                sv->workers ? &later : NULL, &env) < 0) {
 			finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
 			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
 			return -EINVAL;
 		}
+		if (later) {
+			ts->running++;   /* the task holds its slot while its files are copied */
+			inputs_run(sv, later, t->id, inputs_copied, ts);
+			return 0;
+		}
 	}
+	return spawn_job(ts, t);
+}
+
+/* The rest of a start: argv and environment, the process, its record and its start frame. */
+static int spawn_job(struct tasks *ts, struct task *t)
+{
+	struct supervisor *sv = ts->sv;
+	const struct tool_cfg *tool = t->tool;
+	char dir[4096], work[4200], logp[4200], err[4400];
+	char **argv = NULL, **envp = NULL;
+	int rc;
+
+	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
+	snprintf(work, sizeof work, "%s/work", dir);
+	snprintf(logp, sizeof logp, "%s/output.log", dir);
 	argv = calloc(tool->argc + 1, sizeof *argv);
 	if (!argv) {
 		rc = -ENOMEM;
@@ -1796,23 +1837,12 @@ void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id
 		fn(arg, b->id, b->until);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st; (void)ftw;
-	if (flag == FTW_DP)
-		rmdir(path);
-	else
-		unlink(path);
-	return 0;
-}
-
 static void remove_task_dir(struct tasks *ts, const char *id)
 {
 	char path[4200];
 	snprintf(path, sizeof path, "%s/tasks/%s", ts->sv->state_dir, id);
-	/* Depth first, never following symlinks and never leaving the file system: a job may
-	 * have planted links in its work dir. */
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	/* In the background (rmtree.h): a job's output may be a large tree. */
+	rmtree_later(ts->sv, path);
 }
 
 size_t tasks_collect(struct tasks *ts, int64_t now)

@@ -35,6 +35,7 @@
 #include "proto/b64.h"
 #include "state/blob.h"
 #include "supervisor/mcp/facade.h"
+#include "supervisor/core/inputs.h"
 #include "proto/frame.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/mcp/resources.h"
@@ -2556,52 +2557,6 @@ static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, cons
 
 /* ---- files into jobs ---------------------------------------------------------------------------- */
 
-/* Copy src (size bytes) to dirfd/name as a read-only file, atomically. */
-static int copy_in(struct transfers *tr, int src, int64_t size, int dirfd, const char *name)
-{
-	char tmp[NAME_MAX + 16];
-	int out = -1, rc = 0;
-	snprintf(tmp, sizeof tmp, ".%.200s.tmp", name);
-	unlinkat(dirfd, tmp, 0);
-	out = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (out < 0)
-		return -errno;
-	loff_t in_off = 0;
-	while (in_off < size) {
-		ssize_t n = copy_file_range(src, &in_off, out, NULL, (size_t)(size - in_off), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			if (n < 0 && errno != EXDEV && errno != ENOSYS && errno != EOPNOTSUPP && errno != EINVAL) {
-				rc = -errno;
-				goto fail;
-			}
-			/* No copy offload here (or a short source): plain reads and writes. */
-			while (in_off < size) {
-				ssize_t r = io_pread_upto(src, tr->buf2, IO_BUF, in_off);
-				if (r <= 0) {
-					rc = r < 0 ? (int)r : -EIO;
-					goto fail;
-				}
-				if ((rc = io_pwrite_full(out, tr->buf2, (size_t)r, in_off)) < 0)
-					goto fail;
-				in_off += r;
-			}
-			break;
-		}
-	}
-	if (fchmod(out, 0444) < 0 || renameat(dirfd, tmp, dirfd, name) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	close(out);
-	return 0;
-fail:
-	close(out);
-	unlinkat(dirfd, tmp, 0);
-	return rc;
-}
-
 static int mkdir_at(int dirfd, const char *name)
 {
 	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
@@ -2671,8 +2626,9 @@ static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *s
 	return 0;
 }
 
-int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                          cJSON **err)
+/* transfer_prepare_args, with the copies made now (later NULL) or noted in *later. */
+static int prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                        struct inputs **later, cJSON **err)
 {
 	char inputs[PATH_MAX], base[NAME_MAX + 1], dest[PATH_MAX + NAME_MAX + 300];
 	const cJSON *props = cJSON_GetObjectItem(schema, "properties");
@@ -2729,11 +2685,10 @@ int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args
 			rc = -1;
 			goto out;
 		}
-		int c = copy_in(tr, src, size, pd, base);
+		int c = later ? inputs_add(later, src, size, pd, base, p->string)
+		              : inputs_copy_file(src, size, pd, base, tr->buf2, IO_BUF);
 		if (c < 0) {
-			*err = env("internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
-			           "The file for argument %s could not be copied into the job's folder: %s.", p->string,
-			           strerror(-c));
+			*err = inputs_copy_error(p->string, c);
 			rc = -1;
 			goto out;
 		}
@@ -2753,7 +2708,25 @@ out:
 		close(in);
 	if (wd >= 0)
 		close(wd);
+	if (rc < 0 && later) {
+		inputs_free(*later);
+		*later = NULL;
+	}
 	return rc;
+}
+
+int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                          cJSON **err)
+{
+	return prepare_args(tr, schema, args, work_dir, NULL, err);
+}
+
+int transfer_prepare_args_later(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                                struct inputs **later, cJSON **err)
+{
+	if (later)
+		*later = NULL;
+	return prepare_args(tr, schema, args, work_dir, later, err);
 }
 
 unsigned long transfers_deferred(const struct transfers *tr)

@@ -70,6 +70,12 @@ cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *
  * {code, message, retryable, recoveryHint, param} in *err (caller frees). */
 int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args,
                           const char *work_dir, cJSON **err);
+/* The same, but the copies are only noted in *later (NULL when there are none; inputs.h), for
+ * the caller to make with inputs_run before the job starts: the arguments already name where
+ * the files will be.  On -1, *later is NULL.  later NULL: transfer_prepare_args. */
+struct inputs;
+int transfer_prepare_args_later(struct transfers *tr, const cJSON *schema, cJSON *args,
+                                const char *work_dir, struct inputs **later, cJSON **err);
 /* After a task finishes: files the job wrote to work_dir/outputs/ become its artifacts:
  * [{name, size, sha256, uri}] sorted by name (caller frees), or NULL if none.  Only regular
  * files directly in outputs/ with one link and a valid name (res_name_ok) count, at most

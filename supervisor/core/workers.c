@@ -16,9 +16,13 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "supervisor/core/loop.h"
+
+#define WORKERS_NICE 10   /* added to the workers' nice value (see worker_main) */
 
 struct wjob {
 	workers_run_fn run;
@@ -60,10 +64,21 @@ static struct wjob *list_take(struct wlist *l)
 	return j;
 }
 
-/* A worker: take the oldest queued job, run it without the lock, hand it to the loop. */
+/* A worker: take the oldest queued job, run it without the lock, hand it to the loop.
+ * Workers run at a lower CPU priority than the loop thread (nice is per thread on Linux):
+ * on a busy host the loop, which every client and job waits on, must win the CPU over a
+ * hash or a copy that only its own caller waits for.  A refusal (RLIMIT_NICE, seccomp) is
+ * harmless: the worker just competes as an equal. */
 static void *worker_main(void *arg)
 {
 	struct workers *w = arg;
+	/* A thread starts at its creator's nice value; "lower" is relative to it (a supervisor
+	 * started under nice 5 puts its workers at 15), and nice saturates at 19. */
+	id_t self = (id_t)syscall(SYS_gettid);
+	errno = 0;
+	int base = getpriority(PRIO_PROCESS, self);
+	if (base != -1 || errno == 0)
+		(void)setpriority(PRIO_PROCESS, self, base + WORKERS_NICE > 19 ? 19 : base + WORKERS_NICE);
 	pthread_mutex_lock(&w->mu);
 	for (;;) {
 		while (!w->queued.head && !atomic_load(&w->stopping))

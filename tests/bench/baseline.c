@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -30,6 +32,20 @@ double base_now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+double base_quantile(double *v, size_t n, double p)
+{
+	qsort(v, n, sizeof *v, cmp_double);
+	double rank = ceil(p * (double)n - 1e-9);
+	size_t k = rank < 1 ? 1 : rank > (double)n ? n : (size_t)rank;
+	return v[k - 1];
 }
 
 int base_append_rate(const char *dir, size_t rec_bytes, unsigned per_sync, double seconds,
@@ -385,5 +401,177 @@ int base_b64_encode_sha256(const void *data, size_t len, size_t chunk, double *r
 		b64_encode((const unsigned char *)data + off, len - off < chunk ? len - off : chunk, enc);
 	*rate = (double)len / (base_now() - t0);
 	free(enc);
+	return 0;
+}
+
+int base_spawn_stamp(char *const argv[], double *secs)
+{
+	posix_spawn_file_actions_t fa;
+	int p[2], st = 0;
+	pid_t pid;
+	char buf[64];
+	size_t got = 0;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	double t0 = base_now();
+	int rc = -posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(p[1]);
+	if (rc < 0) {
+		close(p[0]);
+		return rc;
+	}
+	for (;;) {
+		ssize_t r = read(p[0], buf + got, sizeof buf - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || (got += (size_t)r) == sizeof buf - 1)
+			break;
+	}
+	close(p[0]);
+	buf[got] = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -ECHILD;
+	char *end;
+	long long ns = strtoll(buf, &end, 10);
+	if (end == buf || ns <= 0)
+		return -EBADMSG;
+	*secs = (double)ns / 1e9 - t0;
+	return 0;
+}
+
+int base_run(char *const argv[], const char *errpath, double *secs, long *maxrss_kb, int *status)
+{
+	posix_spawn_file_actions_t fa;
+	struct rusage ru;
+	pid_t pid;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, errpath ? errpath : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC,
+	                                 0600);
+	double t0 = base_now();
+	int rc = -posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc < 0)
+		return rc;
+	while (wait4(pid, status, 0, &ru) < 0) {
+		if (errno != EINTR)
+			return -errno;
+	}
+	*secs = base_now() - t0;
+	if (maxrss_kb)
+		*maxrss_kb = ru.ru_maxrss;
+	return 0;
+}
+
+int base_peak_main(char *const argv[])
+{
+	struct rusage ru;
+	int status = 0;
+	if (!argv[0] || !argv[1])
+		return 2;
+	double t0 = base_now();
+	pid_t pid = fork();
+	if (pid < 0)
+		return 1;
+	if (pid == 0) {
+		execv(argv[1], argv + 1);
+		_exit(127);
+	}
+	while (wait4(pid, &status, 0, &ru) < 0) {
+		if (errno != EINTR)
+			return 1;
+	}
+	double secs = base_now() - t0;
+	FILE *f = fopen(argv[0], "we");
+	if (!f)
+		return 1;
+	fprintf(f, "%.9f %ld %d\n", secs, ru.ru_maxrss, status);
+	return fclose(f) == 0 ? 0 : 1;
+}
+
+int base_run_peak(const char *self, char *const argv[], const char *tmpfile, double *secs, long *maxrss_kb,
+                  int *status)
+{
+	char *full[72];
+	size_t n = 0;
+	full[n++] = (char *)self;
+	full[n++] = (char *)"--peak-rss";
+	full[n++] = (char *)tmpfile;
+	for (size_t i = 0; argv[i]; i++) {
+		if (n == sizeof full / sizeof full[0] - 1)
+			return -E2BIG;
+		full[n++] = argv[i];
+	}
+	full[n] = NULL;
+	double outer;
+	int st = 0;
+	unlink(tmpfile);
+	int rc = base_run(full, NULL, &outer, NULL, &st);
+	if (rc < 0)
+		return rc;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -ECHILD;
+	FILE *f = fopen(tmpfile, "re");
+	if (!f)
+		return -errno;
+	rc = fscanf(f, "%lf %ld %d", secs, maxrss_kb, status) == 3 ? 0 : -EBADMSG;
+	fclose(f);
+	return rc;
+}
+
+/* Why symlinks: on a merged-/usr system /lib, /lib64, /bin and /sbin are links into /usr, and
+ * the root forkpoint builds shows them the same way; a real directory is bound instead. */
+int base_bwrap_cmd(const char *bwrap, char *const prog[], struct base_bwrap *out)
+{
+	static const char *const top[] = { "/lib", "/lib64", "/bin", "/sbin" };
+	static char *const head[] = { "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
+	                              "--unshare-uts", "--die-with-parent", "--new-session", "--ro-bind", "/usr",
+	                              "/usr", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir",
+	                              "/tmp" };
+	size_t n = 0, nprog = 0;
+	while (prog[nprog])
+		nprog++;
+	memset(out, 0, sizeof *out);
+	if (nprog + 40 > sizeof out->argv / sizeof out->argv[0] || strlen(prog[0]) >= sizeof out->dir)
+		return -E2BIG;
+	out->argv[n++] = (char *)bwrap;
+	for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+		out->argv[n++] = head[i];
+	for (size_t i = 0; i < sizeof top / sizeof top[0]; i++) {
+		struct stat st;
+		if (lstat(top[i], &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t l = readlink(top[i], out->links[i], sizeof out->links[i] - 1);
+			if (l <= 0)
+				return l < 0 ? -errno : -EINVAL;
+			out->links[i][l] = 0;
+			out->argv[n++] = "--symlink";
+			out->argv[n++] = out->links[i];
+		} else {
+			out->argv[n++] = "--ro-bind";
+			out->argv[n++] = (char *)top[i];
+		}
+		out->argv[n++] = (char *)top[i];
+	}
+	strcpy(out->dir, prog[0]);
+	char *slash = strrchr(out->dir, '/');
+	if (!slash || slash == out->dir)
+		return -EINVAL;
+	*slash = 0;
+	out->argv[n++] = "--ro-bind";
+	out->argv[n++] = out->dir;
+	out->argv[n++] = out->dir;
+	out->argv[n++] = "--";
+	for (size_t i = 0; i < nprog; i++)
+		out->argv[n++] = prog[i];
+	out->argv[n] = NULL;
 	return 0;
 }

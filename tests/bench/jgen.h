@@ -1,5 +1,5 @@
 /* tests/bench/jgen.h — writes synthetic journals through the journal API, with records encoded
- * exactly as supervisor/persist.c encodes them (one msgpack map each, JSON values as JSON
+ * exactly as supervisor/core/persist.c encodes them (one msgpack map each, JSON values as JSON
  * text), so that persist_open() and `forkpoint mcp` replay them like real history.  If
  * persist.c changes its encoding, replaying these journals fails loudly rather than measuring
  * something else.

@@ -34,6 +34,13 @@ static long long now_ms(void)
 int mcpc_spawn(const char *bin, const char *config, const char *state, const char *errlog,
                struct mcpc **out)
 {
+	char *argv[] = { (char *)bin, (char *)"mcp", (char *)"--config", (char *)config, (char *)"--state",
+	                 (char *)state, (char *)"--log-level", (char *)"warning", NULL };
+	return mcpc_spawn_argv(argv, errlog, out);
+}
+
+int mcpc_spawn_argv(char *const argv[], const char *errlog, struct mcpc **out)
+{
 	int in[2] = { -1, -1 }, outp[2] = { -1, -1 };
 	posix_spawn_file_actions_t fa;
 	int fa_init = 0, rc;
@@ -54,9 +61,7 @@ int mcpc_spawn(const char *bin, const char *config, const char *state, const cha
 	    (rc = -posix_spawn_file_actions_adddup2(&fa, outp[1], 1)) < 0 ||
 	    (rc = -posix_spawn_file_actions_addopen(&fa, 2, errlog, O_WRONLY | O_CREAT | O_APPEND, 0600)) < 0)
 		goto fail;
-	char *argv[] = { (char *)bin, (char *)"mcp", (char *)"--config", (char *)config, (char *)"--state",
-	                 (char *)state, (char *)"--log-level", (char *)"warning", NULL };
-	if ((rc = -posix_spawn(&c->pid, bin, &fa, NULL, argv, environ)) < 0)
+	if ((rc = -posix_spawn(&c->pid, argv[0], &fa, NULL, argv, environ)) < 0)
 		goto fail;
 	close(in[0]);
 	close(outp[1]);

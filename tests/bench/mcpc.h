@@ -21,6 +21,9 @@ struct mcpc;
  * errlog.  The process starts at once; nothing is sent yet. */
 int mcpc_spawn(const char *bin, const char *config, const char *state, const char *errlog,
                struct mcpc **out);
+/* The same for any program speaking newline-delimited JSON-RPC on stdin/stdout (the bench's
+ * echo floor): argv[0] is its path. */
+int mcpc_spawn_argv(char *const argv[], const char *errlog, struct mcpc **out);
 /* Close the server's stdin (it then stops its jobs and exits), wait up to timeout_ms, kill it
  * after that.  Frees c.  Returns the exit status (0..255), or -errno. */
 int mcpc_close(struct mcpc *c, int timeout_ms);
