@@ -38,6 +38,7 @@
 #include "supervisor/core/inputs.h"
 #include "proto/frame.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/core/task_apply.h"
 #include "supervisor/mcp/resources.h"
 #include "supervisor/core/roots.h"
 #include "proto/schema.h"
@@ -348,16 +349,13 @@ static cJSON *unknown_handle(const struct transfers *tr, const char *h)
 
 /* ---- journal ----------------------------------------------------------------------------- */
 
-static int rec_end(struct transfers *tr, struct frame_map *r, uint8_t type)
+/* Append a transfer record.  0 or -errno (logged: a transfer's promise could not be made). */
+static int rec_put(struct transfers *tr, struct store_rec *r)
 {
-	int rc = 0;
-	if (tr->sv->persist) {
-		rc = persist_append(tr->sv->persist, type, r->sb.data, r->sb.size);
-		if (rc < 0)
-			fplog(&tr->sv->log, FPLOG_CRITICAL, NULL, "journal append of a transfer record failed: %s",
-			      strerror(-rc));
-	}
-	msgpack_sbuffer_destroy(&r->sb);
+	int rc = persist_append_rec(tr->sv->persist, r);
+	if (rc < 0)
+		fplog(&tr->sv->log, FPLOG_CRITICAL, NULL, "journal append of a transfer record failed: %s",
+		      strerror(-rc));
 	return rc;
 }
 
@@ -371,121 +369,112 @@ static const char *state_name(enum xstate s)
 	return s == XS_ACTIVE ? "active" : s == XS_COMMITTED ? "completed" : "failed";
 }
 
-/* The OPEN_KEYS fields that open and snap records share (replay_new reads them). */
-#define OPEN_KEYS 12
-static void pack_open_fields(struct frame_map *r, const struct xfer *x)
+static void fid_rec(const struct fid *f, struct store_fid *out)
 {
-	frame_pack_kv_str(&r->pk, "h", x->h);
-	frame_pack_kv_str(&r->pk, "dir", dir_name(x->dir));
-	frame_pack_kv_str(&r->pk, "path", x->path);
-	frame_pack_kv_int(&r->pk, "size", x->size);
-	frame_pack_kv_str(&r->pk, "want", x->want);
-	frame_pack_kv_int(&r->pk, "ow", x->overwrite);
-	frame_pack_kv_int(&r->pk, "at", x->created_ms);
-	frame_pack_kv_int(&r->pk, "dev", (int64_t)x->id.dev);
-	frame_pack_kv_int(&r->pk, "ino", (int64_t)x->id.ino);
-	frame_pack_kv_int(&r->pk, "fsid", (int64_t)x->id.fsid);
-	frame_pack_kv_str(&r->pk, "fh", x->id.fh);
-	frame_pack_kv_str(&r->pk, "sha", x->sha);
+	out->dev = (int64_t)f->dev;
+	out->ino = (int64_t)f->ino;
+	out->fsid = (int64_t)f->fsid;
+	out->fh = f->fh;
+}
+
+/* A record of type about x: its handle, and the fields open and snap records share
+ * (replay_new reads them). */
+static void rec_of(struct store_rec *r, enum store_rec_type type, const struct xfer *x)
+{
+	memset(r, 0, sizeof *r);
+	r->type = type;
+	struct store_xfer *o = &r->u.xfer;
+	o->h = x->h;
+	o->dir = dir_name(x->dir);
+	o->path = x->path;
+	o->size = x->size;
+	o->want = x->want;
+	o->ow = x->overwrite;
+	o->at = x->created_ms;
+	fid_rec(&x->id, &o->id);
+	o->sha = x->sha;
 }
 
 /* The inode a commit is about to publish, durable before it appears at the destination: after
  * a crash, finding that inode there means the commit happened. */
-static void pack_intent(struct frame_map *r, const struct xfer *x)
+static void rec_intent(struct store_rec *r, const struct xfer *x)
 {
-	frame_pack_kv_int(&r->pk, "pdev", (int64_t)x->pub.dev);
-	frame_pack_kv_int(&r->pk, "pino", (int64_t)x->pub.ino);
-	frame_pack_kv_int(&r->pk, "pfsid", (int64_t)x->pub.fsid);
-	frame_pack_kv_str(&r->pk, "pfh", x->pub.fh);
-	frame_pack_kv_str(&r->pk, "psha", x->sha);
+	r->u.xfer.has_intent = 1;
+	fid_rec(&x->pub, &r->u.xfer.pub);
+	r->u.xfer.psha = x->sha;
 }
 
 static int j_intent(struct transfers *tr, const struct xfer *x)
 {
-	struct frame_map r;
-	frame_map_begin(&r, 6);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	pack_intent(&r, x);
-	return rec_end(tr, &r, REC_X_INTENT);
+	struct store_rec r;
+	rec_of(&r, STORE_REC_X_INTENT, x);
+	rec_intent(&r, x);
+	return rec_put(tr, &r);
 }
 
 static void j_open(struct transfers *tr, const struct xfer *x)
 {
-	struct frame_map r;
-	frame_map_begin(&r, OPEN_KEYS);
-	pack_open_fields(&r, x);
-	rec_end(tr, &r, REC_X_OPEN);
-}
-
-static void j_chunk(struct transfers *tr, const struct xfer *x)
-{
-	struct frame_map r;
-	frame_map_begin(&r, 4);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	frame_pack_kv_int(&r.pk, "off", x->last_off);
-	frame_pack_kv_int(&r.pk, "len", x->last_len);
-	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
-	rec_end(tr, &r, REC_X_CHUNK);
-}
-
-static void j_end(struct transfers *tr, const struct xfer *x)
-{
-	struct frame_map r;
-	frame_map_begin(&r, 6);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	frame_pack_kv_str(&r.pk, "state", state_name(x->state));
-	frame_pack_kv_str(&r.pk, "sha", x->sha);
-	frame_pack_kv_int(&r.pk, "size", x->size);
-	frame_pack_kv_str(&r.pk, "msg", x->msg ? x->msg : "");
-	frame_pack_kv_int(&r.pk, "at", x->finished_ms);
-	rec_end(tr, &r, REC_X_END);
+	struct store_rec r;
+	rec_of(&r, STORE_REC_X_OPEN, x);
+	rec_put(tr, &r);
 }
 
 static void j_chunk_at(struct transfers *tr, const struct xfer *x, int64_t off, int64_t len)
 {
-	struct frame_map r;
-	frame_map_begin(&r, 4);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	frame_pack_kv_int(&r.pk, "off", off);
-	frame_pack_kv_int(&r.pk, "len", len);
-	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
-	rec_end(tr, &r, REC_X_CHUNK);
+	struct store_rec r;
+	rec_of(&r, STORE_REC_X_CHUNK, x);
+	r.u.xfer.off = off;
+	r.u.xfer.len = len;
+	r.u.xfer.at = x->touched_ms;
+	rec_put(tr, &r);
+}
+
+static void j_chunk(struct transfers *tr, const struct xfer *x)
+{
+	j_chunk_at(tr, x, x->last_off, x->last_len);
+}
+
+static void j_end(struct transfers *tr, const struct xfer *x)
+{
+	struct store_rec r;
+	rec_of(&r, STORE_REC_X_END, x);
+	r.u.xfer.state = state_name(x->state);
+	r.u.xfer.msg = x->msg ? x->msg : "";
+	r.u.xfer.at = x->finished_ms;
+	rec_put(tr, &r);
 }
 
 static void j_cursor(struct transfers *tr, const struct xfer *x)
 {
-	struct frame_map r;
-	frame_map_begin(&r, 3);
-	frame_pack_kv_str(&r.pk, "h", x->h);
-	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
-	frame_pack_kv_int(&r.pk, "at", x->touched_ms);
-	rec_end(tr, &r, REC_X_CURSOR);
+	struct store_rec r;
+	rec_of(&r, STORE_REC_X_CURSOR, x);
+	r.u.xfer.cursor = x->cursor;
+	r.u.xfer.at = x->touched_ms;
+	rec_put(tr, &r);
 }
 
 static int j_tomb(struct transfers *tr, uint8_t type, const char *h, int64_t until)
 {
-	struct frame_map r;
-	frame_map_begin(&r, 2);
-	frame_pack_kv_str(&r.pk, "h", h);
-	frame_pack_kv_int(&r.pk, "until", until);
-	return rec_end(tr, &r, type);
+	struct store_rec r = { .type = (enum store_rec_type)type };
+	r.u.xfer.h = h;
+	r.u.xfer.until = until;
+	return rec_put(tr, &r);
 }
 
 static int j_snap(struct transfers *tr, const struct xfer *x)
 {
-	struct frame_map r;
-	frame_map_begin(&r, OPEN_KEYS + 7 + (x->intent ? 5 : 0));
-	pack_open_fields(&r, x);
+	struct store_rec r;
+	rec_of(&r, STORE_REC_X_SNAP, x);
 	if (x->intent)
-		pack_intent(&r, x);
-	frame_pack_kv_int(&r.pk, "touched", x->touched_ms);
-	frame_pack_kv_int(&r.pk, "finished", x->finished_ms);
-	frame_pack_kv_int(&r.pk, "cursor", x->cursor);
-	frame_pack_kv_int(&r.pk, "loff", x->last_off);
-	frame_pack_kv_int(&r.pk, "llen", x->last_len);
-	frame_pack_kv_str(&r.pk, "state", state_name(x->state));
-	frame_pack_kv_str(&r.pk, "msg", x->msg ? x->msg : "");
-	return rec_end(tr, &r, REC_X_SNAP);
+		rec_intent(&r, x);
+	r.u.xfer.touched = x->touched_ms;
+	r.u.xfer.finished = x->finished_ms;
+	r.u.xfer.cursor = x->cursor;
+	r.u.xfer.loff = x->last_off;
+	r.u.xfer.llen = x->last_len;
+	r.u.xfer.state = state_name(x->state);
+	r.u.xfer.msg = x->msg ? x->msg : "";
+	return rec_put(tr, &r);
 }
 
 /* ---- the table ----------------------------------------------------------------------------- */
@@ -699,20 +688,22 @@ void transfers_free(struct transfers *tr)
 
 /* ---- replay --------------------------------------------------------------------------------- */
 
-static int64_t get_i(const msgpack_object *m, const char *k, int64_t def)
+/* A string into a fixed buffer, as the records have always been read: only when it is there
+ * and fits (the buffer is left as it was otherwise).  0, or -1 when it was not copied. */
+static int copy_fit(char *dst, size_t size, const char *src)
 {
-	int64_t v;
-	return frame_get_int(m, k, &v) == 0 ? v : def;
+	if (!src || strlen(src) >= size)
+		return -1;
+	memcpy(dst, src, strlen(src) + 1);
+	return 0;
 }
 
 /* A record's failure message; an empty one means none. */
-static void replay_msg(struct xfer *x, const msgpack_object *m)
+static void replay_msg(struct xfer *x, const struct store_xfer *m)
 {
-	char *msg = frame_get_strdup(m, "msg");
+	char *msg = m->msg && *m->msg ? strdup(m->msg) : NULL;
 	free(x->msg);
-	x->msg = msg && *msg ? msg : NULL;
-	if (!x->msg)
-		free(msg);
+	x->msg = msg;
 }
 
 static int parse_state(const char *s)
@@ -726,21 +717,28 @@ static int parse_state(const char *s)
 	return -1;
 }
 
-/* An intent record's fields (also in a snap record of a transfer that has one). */
-static void replay_intent(struct xfer *x, const msgpack_object *m)
+/* A state field: its value, or -1 when absent, too long or unknown. */
+static int rec_state(const struct store_xfer *m)
 {
-	if (get_i(m, "pino", 0) == 0)
+	char st[16];
+	return copy_fit(st, sizeof st, m->state) == 0 ? parse_state(st) : -1;
+}
+
+/* An intent record's fields (also in a snap record of a transfer that has one). */
+static void replay_intent(struct xfer *x, const struct store_xfer *m)
+{
+	if (!m->has_intent)
 		return;
 	x->intent = 1;
-	x->pub.dev = (uint64_t)get_i(m, "pdev", 0);
-	x->pub.ino = (uint64_t)get_i(m, "pino", 0);
-	x->pub.fsid = (uint64_t)get_i(m, "pfsid", 0);
-	frame_get_strcpy(m, "pfh", x->pub.fh, sizeof x->pub.fh);
-	frame_get_strcpy(m, "psha", x->sha, sizeof x->sha);
+	x->pub.dev = (uint64_t)m->pub.dev;
+	x->pub.ino = (uint64_t)m->pub.ino;
+	x->pub.fsid = (uint64_t)m->pub.fsid;
+	copy_fit(x->pub.fh, sizeof x->pub.fh, m->pub.fh);
+	copy_fit(x->sha, sizeof x->sha, m->psha);
 }
 
 /* The fields open and snap records share. */
-static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpack_object *m,
+static struct xfer *replay_new(struct transfers *tr, const char *h, const struct store_xfer *m,
                                char *err, size_t errlen)
 {
 	char dir[16];
@@ -749,27 +747,27 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 		snprintf(err, errlen, "transfer %s opened twice", h);
 		return NULL;
 	}
-	if (frame_get_strcpy(m, "dir", dir, sizeof dir) < 0 || (strcmp(dir, "upload") && strcmp(dir, "download"))) {
+	if (copy_fit(dir, sizeof dir, m->dir) < 0 || (strcmp(dir, "upload") && strcmp(dir, "download"))) {
 		snprintf(err, errlen, "transfer %s: record without a direction", h);
 		return NULL;
 	}
 	x = xfer_alloc(h);
-	if (!x || !(x->path = frame_get_strdup(m, "path"))) {
+	if (!x || !m->path || !(x->path = strdup(m->path))) {
 		snprintf(err, errlen, "transfer %s: record without a path", h);
 		if (x)
 			xfer_free(x);
 		return NULL;
 	}
 	x->dir = strcmp(dir, "upload") == 0 ? X_UPLOAD : X_DOWNLOAD;
-	x->size = get_i(m, "size", -1);
-	frame_get_strcpy(m, "want", x->want, sizeof x->want);
-	frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
-	x->overwrite = get_i(m, "ow", 0) != 0;
-	x->created_ms = x->touched_ms = get_i(m, "at", 0);
-	x->id.dev = (uint64_t)get_i(m, "dev", 0);
-	x->id.ino = (uint64_t)get_i(m, "ino", 0);
-	x->id.fsid = (uint64_t)get_i(m, "fsid", 0);
-	frame_get_strcpy(m, "fh", x->id.fh, sizeof x->id.fh);
+	x->size = m->has_size ? m->size : -1;
+	copy_fit(x->want, sizeof x->want, m->want);
+	copy_fit(x->sha, sizeof x->sha, m->sha);
+	x->overwrite = m->ow != 0;
+	x->created_ms = x->touched_ms = m->at;
+	x->id.dev = (uint64_t)m->id.dev;
+	x->id.ino = (uint64_t)m->id.ino;
+	x->id.fsid = (uint64_t)m->id.fsid;
+	copy_fit(x->id.fh, sizeof x->id.fh, m->id.fh);
 	replay_intent(x, m);
 	x->next = tr->list;
 	tr->list = x;
@@ -777,29 +775,27 @@ static struct xfer *replay_new(struct transfers *tr, const char *h, const msgpac
 }
 
 /* An artifact hashed after its task finished: its digest goes into the task's list. */
-static int replay_artsha(struct supervisor *sv, const msgpack_object *m, char *err, size_t errlen)
+static int replay_artsha(struct supervisor *sv, const struct store_xfer *m, char *err, size_t errlen)
 {
 	char id[33], name[NAME_MAX + 1], sha[65] = "", status[16] = "failed";
-	if (frame_get_strcpy(m, "t", id, sizeof id) < 0 || frame_get_strcpy(m, "name", name, sizeof name) < 0) {
+	if (copy_fit(id, sizeof id, m->task) < 0 || copy_fit(name, sizeof name, m->name) < 0) {
 		snprintf(err, errlen, "artifact digest record without a task or name");
 		return -1;
 	}
-	frame_get_strcpy(m, "sha", sha, sizeof sha);
-	if (frame_get_strcpy(m, "status", status, sizeof status) < 0 || !status[0])
+	copy_fit(sha, sizeof sha, m->sha);
+	if (copy_fit(status, sizeof status, m->status) < 0 || !status[0])
 		snprintf(status, sizeof status, "failed");
 	struct task *t = sv->tasks ? tasks_find(sv->tasks, id) : NULL;
-	cJSON *a;
 	if (!t)
 		return 0;   /* the task expired later in the journal */
-	cJSON_ArrayForEach(a, t->artifacts) {
-		const cJSON *n = cJSON_GetObjectItem(a, "name");
-		if (cJSON_IsString(n) && strcmp(n->valuestring, name) == 0)
-			artifact_set_sha(a, sha, status);
-	}
-	return 0;
+	struct store_rec r = { .type = STORE_REC_X_ARTSHA };
+	r.u.xfer.name = name;
+	r.u.xfer.sha = sha;
+	r.u.xfer.status = status;
+	return task_apply(t, &r, err, errlen) < 0 ? -1 : 0;
 }
 
-int transfer_replay_tasks(struct supervisor *sv, int type, const msgpack_object *rec)
+int transfer_replay_tasks(struct supervisor *sv, int type, const struct store_xfer *rec)
 {
 	char err[200];
 	if (type == REC_X_ARTSHA)
@@ -807,12 +803,50 @@ int transfer_replay_tasks(struct supervisor *sv, int type, const msgpack_object 
 	return 0;
 }
 
-int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, char *err, size_t errlen)
+/* A record that changes a transfer already known. */
+static int replay_change(struct xfer *x, int type, const struct store_xfer *m, char *err, size_t errlen)
 {
-	char h[33], st[16];
+	switch (type) {
+	case REC_X_CHUNK:
+		x->last_off = m->off;
+		x->last_len = m->len;
+		x->cursor = x->last_off + x->last_len;
+		x->touched_ms = m->has_at ? m->at : x->touched_ms;
+		return 0;
+	case REC_X_INTENT:
+		replay_intent(x, m);
+		return x->intent ? 0 : (snprintf(err, errlen, "transfer %s: intent record without an inode", x->h), -1);
+	case REC_X_CURSOR:
+		x->cursor = m->cursor;
+		x->last_off = x->cursor;
+		x->last_len = 0;
+		x->touched_ms = m->has_at ? m->at : x->touched_ms;
+		return 0;
+	case REC_X_END: {
+		int s = rec_state(m);
+		if (s != XS_COMMITTED && s != XS_FAILED) {
+			snprintf(err, errlen, "transfer %s: end record with a bad state", x->h);
+			return -1;
+		}
+		x->state = (enum xstate)s;
+		copy_fit(x->sha, sizeof x->sha, m->sha);
+		x->size = m->has_size ? m->size : x->size;
+		replay_msg(x, m);
+		x->finished_ms = x->touched_ms = m->has_at ? m->at : x->touched_ms;
+		return 0;
+	}
+	default:
+		snprintf(err, errlen, "unknown transfer record type %d (written by a newer forkpoint?)", type);
+		return -1;
+	}
+}
+
+int transfer_replay(struct transfers *tr, int type, const struct store_xfer *m, char *err, size_t errlen)
+{
+	char h[33];
 	if (type == REC_X_ARTSHA)
 		return replay_artsha(tr->sv, m, err, errlen);
-	if (frame_get_strcpy(m, "h", h, sizeof h) < 0 || strlen(h) != 32) {
+	if (copy_fit(h, sizeof h, m->h) < 0 || strlen(h) != 32) {
 		snprintf(err, errlen, "transfer record of type %d has no valid handle", type);
 		return -1;
 	}
@@ -823,12 +857,12 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 	case REC_X_SNAP: {
 		if (!(x = replay_new(tr, h, m, err, errlen)))
 			return -1;
-		x->touched_ms = get_i(m, "touched", x->created_ms);
-		x->finished_ms = get_i(m, "finished", 0);
-		x->cursor = get_i(m, "cursor", 0);
-		x->last_off = get_i(m, "loff", 0);
-		x->last_len = get_i(m, "llen", 0);
-		int s = frame_get_strcpy(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
+		x->touched_ms = m->has_touched ? m->touched : x->created_ms;
+		x->finished_ms = m->finished;
+		x->cursor = m->cursor;
+		x->last_off = m->loff;
+		x->last_len = m->llen;
+		int s = rec_state(m);
 		if (s < 0) {
 			snprintf(err, errlen, "transfer %s: unknown state", h);
 			return -1;
@@ -843,7 +877,7 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 			unlink_xfer(tr, x);
 			xfer_free(x);
 		}
-		return tomb_add(tr, h, get_i(m, "until", 0)) < 0 ? -1 : 0;
+		return tomb_add(tr, h, m->until) < 0 ? -1 : 0;
 	default:
 		break;
 	}
@@ -851,39 +885,7 @@ int transfer_replay(struct transfers *tr, int type, const msgpack_object *m, cha
 		snprintf(err, errlen, "transfer record of type %d for unknown transfer %s", type, h);
 		return -1;
 	}
-	switch (type) {
-	case REC_X_CHUNK:
-		x->last_off = get_i(m, "off", 0);
-		x->last_len = get_i(m, "len", 0);
-		x->cursor = x->last_off + x->last_len;
-		x->touched_ms = get_i(m, "at", x->touched_ms);
-		return 0;
-	case REC_X_INTENT:
-		replay_intent(x, m);
-		return x->intent ? 0 : (snprintf(err, errlen, "transfer %s: intent record without an inode", h), -1);
-	case REC_X_CURSOR:
-		x->cursor = get_i(m, "cursor", 0);
-		x->last_off = x->cursor;
-		x->last_len = 0;
-		x->touched_ms = get_i(m, "at", x->touched_ms);
-		return 0;
-	case REC_X_END: {
-		int s = frame_get_strcpy(m, "state", st, sizeof st) == 0 ? parse_state(st) : -1;
-		if (s != XS_COMMITTED && s != XS_FAILED) {
-			snprintf(err, errlen, "transfer %s: end record with a bad state", h);
-			return -1;
-		}
-		x->state = (enum xstate)s;
-		frame_get_strcpy(m, "sha", x->sha, sizeof x->sha);
-		x->size = get_i(m, "size", x->size);
-		replay_msg(x, m);
-		x->finished_ms = x->touched_ms = get_i(m, "at", x->touched_ms);
-		return 0;
-	}
-	default:
-		snprintf(err, errlen, "unknown transfer record type %d (written by a newer forkpoint?)", type);
-		return -1;
-	}
+	return replay_change(x, type, m, err, errlen);
 }
 
 int transfer_snapshot(struct transfers *tr)
@@ -2082,7 +2084,7 @@ static int commit_publish(struct transfers *tr, struct xfer *x)
 	for (int attempt = 0; attempt < 2; attempt++) {
 		if ((rc = prepare_publish(tr, x, attempt)) < 0)
 			return rc;
-		if (tr->sv->persist && persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
+		if (persist_pending(tr->sv->persist) && (rc = persist_commit(tr->sv->persist)) < 0)
 			return rc;
 		rc = publish(x, last_name(x->path));
 		if (rc != -EXDEV)
@@ -2232,18 +2234,20 @@ static void artifact_hashed(struct transfers *tr, struct hjob *j)
 		if (!cJSON_IsString(n) || strcmp(n->valuestring, j->name) != 0)
 			continue;
 		const char *status = j->rc == -EFBIG ? "skipped" : "failed";
-		artifact_set_sha(a, j->rc == 0 ? j->sha : NULL, status);
 		if (j->rc < 0)
 			fplog(&tr->sv->log, FPLOG_WARNING, t->id, "artifact %s could not be hashed: %s", j->name,
 			      j->rc == -EAGAIN ? "it changed while it was read" : strerror(-j->rc));
-		struct frame_map r;
-		frame_map_begin(&r, 5);
-		frame_pack_kv_str(&r.pk, "t", t->id);
-		frame_pack_kv_str(&r.pk, "name", j->name);
-		frame_pack_kv_int(&r.pk, "size", (int64_t)j->st.st_size);
-		frame_pack_kv_str(&r.pk, "sha", j->rc == 0 ? j->sha : "");
-		frame_pack_kv_str(&r.pk, "status", j->rc == 0 ? "" : status);
-		rec_end(tr, &r, REC_X_ARTSHA);
+		/* Recorded, then applied to the task by task_apply, as replay applies it. */
+		struct store_rec r = { .type = STORE_REC_X_ARTSHA };
+		char err[200];
+		r.u.xfer.task = t->id;
+		r.u.xfer.name = j->name;
+		r.u.xfer.size = (int64_t)j->st.st_size;
+		r.u.xfer.sha = j->rc == 0 ? j->sha : "";
+		r.u.xfer.status = j->rc == 0 ? "" : status;
+		rec_put(tr, &r);
+		if (task_apply(t, &r, err, sizeof err) < 0)
+			fplog(&tr->sv->log, FPLOG_ERROR, t->id, "%s", err);
 		return;
 	}
 }

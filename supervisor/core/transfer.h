@@ -15,6 +15,7 @@
 #include <cJSON.h>
 #include <msgpack.h>
 #include "supervisor/core/supervisor.h"
+#include "state/store.h"
 
 struct transfers;
 struct task;
@@ -24,12 +25,12 @@ struct transfers *transfers_new(struct supervisor *sv);
 void transfers_free(struct transfers *tr);
 
 /* Journal integration (see persist.h): records of types REC_EXT_FIRST..REC_EXT_LAST. */
-int transfer_replay(struct transfers *tr, int type, const msgpack_object *rec, char *err, size_t errlen);
+int transfer_replay(struct transfers *tr, int type, const struct store_xfer *rec, char *err, size_t errlen);
 int transfer_snapshot(struct transfers *tr);          /* append the live transfers (compaction) */
 /* Without a transfers table (ops commands): the part of those records that changes tasks (an
  * artifact's digest computed after its task finished) is applied to sv->tasks; the rest is
  * skipped.  Always 0. */
-int transfer_replay_tasks(struct supervisor *sv, int type, const msgpack_object *rec);
+int transfer_replay_tasks(struct supervisor *sv, int type, const struct store_xfer *rec);
 /* After replay: rebuild hashes of staged uploads, drop expired transfers and their files. */
 void transfers_recover(struct transfers *tr);
 /* Periodic collection of expired transfers (with the task collector). */

@@ -13,7 +13,9 @@
  * No job runs: maxConcurrent is 0, so every task stays queued in the working state.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "check.h"
+#include "state/store.h"
 #include "supervisor/core/config.h"
+#include "supervisor/core/persist.h"
 #include "supervisor/core/supervisor.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
@@ -33,6 +35,7 @@
 struct env {
 	char dir[256], state[300], root[300];
 	struct supervisor sv;
+	struct store_mem_medium *medium;   /* the task store: in memory */
 };
 
 /* The client's end of one connection and what it has received so far. */
@@ -67,7 +70,14 @@ static void env_open(struct env *e)
 	e->sv.state_dir = e->state;
 	e->sv.loop = loop_new();
 	e->sv.tasks = e->sv.loop ? tasks_new(&e->sv) : NULL;
-	e->sv.server = e->sv.tasks ? server_new(&e->sv) : NULL;
+	struct store *store;
+	if (!e->sv.tasks || !(e->medium = store_mem_medium_new()) || store_mem_new(e->medium, &store) < 0)
+		check_die("store");
+	if (persist_open_store(&e->sv, store, 0, NULL, NULL, &e->sv.persist, err, sizeof err) < 0) {
+		fprintf(stderr, "persist: %s\n", err);
+		exit(2);
+	}
+	e->sv.server = server_new(&e->sv);
 	if (!e->sv.server)
 		check_die("server_new");
 }
@@ -78,16 +88,22 @@ static void env_close(struct env *e)
 	server_free(e->sv.server);
 	transfers_free(e->sv.transfers);
 	tasks_free(e->sv.tasks);
+	persist_close(e->sv.persist);
+	store_mem_medium_free(e->medium);
 	loop_free(e->sv.loop);
 	config_free(e->sv.cfg);
 	check_rm_rf(e->dir);
 }
 
-/* One loop turn and its end: what the turn hook of `forkpoint mcp` does (no journal here). */
+/* One loop turn and its end: what the turn hook of `forkpoint mcp` does (commit, then
+ * release what waited for it). */
 static void turn(struct env *e)
 {
 	loop_run_once(e->sv.loop, 5);
-	server_release(e->sv.server);
+	if (persist_commit(e->sv.persist) == 0) {
+		tasks_release(e->sv.tasks);
+		server_release(e->sv.server);
+	}
 	server_flush(e->sv.server);
 }
 
