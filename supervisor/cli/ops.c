@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "state/blob.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/views.h"
 #include "state/journal.h"
 #include "state/layout.h"
 #include "supervisor/core/persist.h"
@@ -264,7 +264,7 @@ static void tap(void *arg, const struct store_rec *r)
 		return;
 	int64_t at = r->type == STORE_REC_SNAP_TASK ? r->u.snap.updated : r->at;
 	char ts[64], line[1700], detail[400] = "";
-	facade_iso_time(at, ts);
+	views_iso_time(at, ts);
 	const char *s = NULL;
 	if (r->type == STORE_REC_START)
 		snprintf(detail, sizeof detail, "attempt %lld", (long long)r->u.start.attempt);
@@ -314,9 +314,9 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	print_kv("tool", "", t->tool_name, raw);
 	printf("%-12s %s\n", "status", task_status_name(t->status));
 	printf("%-12s %d%s\n", "attempt", t->attempt, t->retries_used ? " (after retries)" : "");
-	facade_iso_time(t->created_ms, ts);
+	views_iso_time(t->created_ms, ts);
 	printf("%-12s %s\n", "created", ts);
-	facade_iso_time(t->updated_ms, ts);
+	views_iso_time(t->updated_ms, ts);
 	printf("%-12s %s\n", "updated", ts);
 	if (t->progress_msg || t->fraction >= 0) {
 		char b[40];
@@ -359,7 +359,7 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	if (t->error)
 		print_kv_json("error", t->error, raw);
 	if (TASK_TERMINAL(t->status)) {
-		facade_iso_time(t->expires_ms, ts);
+		views_iso_time(t->expires_ms, ts);
 		printf("%-12s %s\n", "expires", ts);
 	}
 }
