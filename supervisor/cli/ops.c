@@ -64,16 +64,12 @@ static int view_open(struct view *v, const char *state, persist_tap tap, void *t
 	}
 	free(def);
 	def = NULL;
-	v->sv.loop = loop_new();
-	v->sv.tasks = v->sv.loop ? tasks_new(&v->sv) : NULL;
-	if (!v->sv.tasks) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto fail;
-	}
-	if (persist_open_tap(&v->sv, 1, tap, tap_arg, &v->p, err, sizeof err) < 0) {
+	const struct supervisor_opts so = { .read_only = 1, .tap = tap, .tap_arg = tap_arg };
+	if (supervisor_open(&v->sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "forkpoint: %s\n", err);
 		goto fail;
 	}
+	v->p = v->sv.persist;
 	return 0;
 fail:
 	free(def);
@@ -84,9 +80,7 @@ fail:
 /* Safe to call again, and after a failed view_open. */
 static void view_close(struct view *v)
 {
-	persist_close(v->p);
-	tasks_free(v->sv.tasks);
-	loop_free(v->sv.loop);
+	supervisor_close(&v->sv);
 	free(v->sv.state_dir);
 	memset(v, 0, sizeof *v);
 }

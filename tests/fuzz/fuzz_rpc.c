@@ -442,15 +442,15 @@ static int start(struct run *r)
 	sv->cfg = env.cfg;
 	sv->bin_dir = env.bin_dir;
 	sv->sandbox = env.sandbox;
-	if (!(sv->state_dir = strdup(env.state)) || !(sv->loop = loop_new()) ||
-	    !(sv->tasks = tasks_new(sv)) || !(sv->transfers = transfers_new(sv)))
+	if (!(sv->state_dir = strdup(env.state)))
 		return -1;
 	/* The memory backend: the journal has its own target (fuzz_journal), and an fsync per
 	 * input would slow this one down for nothing. */
 	struct store *store;
 	if (!(r->medium = store_mem_medium_new()) || store_mem_new(r->medium, &store) < 0)
 		return -1;
-	if (persist_open_store(sv, store, 0, NULL, NULL, &sv->persist, err, sizeof err) < 0) {
+	const struct supervisor_opts so = { .store = store };
+	if (supervisor_open(sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "fuzz_rpc: %s\n", err);
 		return -1;
 	}
@@ -483,12 +483,10 @@ static void stop(struct run *r)
 		}
 	}
 	server_free(sv->server);
-	tasks_free(sv->tasks);
-	persist_close(sv->persist);
+	sv->sandbox = NULL;   /* the process's probe, shared by every input */
+	supervisor_close(sv);
 	store_mem_medium_free(r->medium);
 	r->medium = NULL;
-	transfers_free(sv->transfers);
-	loop_free(sv->loop);
 	free(sv->state_dir);
 	if (r->in_w >= 0)
 		close(r->in_w);
