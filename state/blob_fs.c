@@ -1,9 +1,9 @@
-/* state/blob.c — the content-addressed blob store (see blob.h).  A blob is durable once its
+/* state/blob_fs.c — the file-system blob backend (see blob.h).  A blob is durable once its
  * final name exists: the bytes are written under a temp name in the same directory, fsynced,
  * renamed into place and the directory fsynced, so a crash leaves either nothing, a leftover
- * temp file (collected by blob_gc) or the complete blob.  Names are checked before any path is
- * built from them, so a caller-supplied name can never reach outside blobs/.
- * Every function returns 0 / -errno (blob_exists: 1 / 0) and prints nothing. */
+ * temp file (collected by gc) or the complete blob.  blob.c checks names before any call
+ * reaches here, so no path is built from a name that could leave blobs/.
+ * Every function returns 0 / -errno and prints nothing. */
 #include "state/blob.h"
 
 #include <dirent.h>
@@ -16,103 +16,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "proto/io.h"
 
 #define BLOB_DIR "blobs"
 #define TMP_PREFIX ".tmp-"
-#define HASH_BUF (1u << 20)   /* blob_sha256_fd reads this much at a time */
 
-/* ---- sha256 ------------------------------------------------------------------ */
+struct blob_fs {
+	struct blobs head;
+	const char *state_dir;
+	int read_only;
+	uint64_t bytes;
+	int count_err;
+};
 
-/* Fetching an algorithm walks OpenSSL's provider tables; doing it once per process instead of
- * per call keeps hashing small blobs cheap.  The first caller to publish wins; a thread that
- * lost the race frees its own copy. */
-static const EVP_MD *sha256_md(void)
-{
-	static const EVP_MD *md;
-	const EVP_MD *m = __atomic_load_n(&md, __ATOMIC_ACQUIRE);
-	const EVP_MD *expected = NULL;
-	EVP_MD *fetched;
-
-	if (m != NULL)
-		return m;
-	fetched = EVP_MD_fetch(NULL, "SHA256", NULL);
-	if (fetched == NULL)
-		m = EVP_sha256();   /* a static object, never freed */
-	else
-		m = fetched;
-	if (!__atomic_compare_exchange_n(&md, &expected, m, 0, __ATOMIC_ACQ_REL,
-					 __ATOMIC_ACQUIRE)) {
-		EVP_MD_free(fetched);
-		m = expected;
-	}
-	return m;
-}
-
-void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
-{
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-
-	if (EVP_Digest(data, len, md, &mdlen, sha256_md(), NULL) != 1 || mdlen != 32) {
-		/* Only reachable when the library is broken; a name that no blob can have
-		 * makes every later lookup fail instead of matching the wrong content. */
-		memset(hex, '-', BLOB_HEX_LEN);
-		hex[BLOB_HEX_LEN] = '\0';
-		return;
-	}
-	io_hex(md, 32, hex);
-}
-
-int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1])
-{
-	unsigned char *buf = malloc(HASH_BUF), md[EVP_MAX_MD_SIZE];
-	unsigned int mdlen = 0;
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	int rc = -ENOMEM;
-
-	if (buf == NULL || ctx == NULL || EVP_DigestInit_ex(ctx, sha256_md(), NULL) != 1)
-		goto fail;
-	for (uint64_t off = 0; off < len;) {
-		size_t want = len - off < HASH_BUF ? (size_t)(len - off) : HASH_BUF;
-		ssize_t n = io_pread_upto(fd, buf, want, off);
-		if (n < 0) {
-			rc = (int)n;
-			goto fail;
-		}
-		if ((size_t)n < want) {
-			rc = -EIO;
-			goto fail;
-		}
-		if (EVP_DigestUpdate(ctx, buf, want) != 1)
-			goto fail;
-		off += want;
-	}
-	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != 32)
-		goto fail;
-	io_hex(md, 32, hex);
-	rc = 0;
-fail:
-	EVP_MD_CTX_free(ctx);
-	free(buf);
-	return rc;
-}
+#define FS(b) ((struct blob_fs *)(b))
+#define CFS(b) ((const struct blob_fs *)(b))
 
 /* ---- paths --------------------------------------------------------------------- */
-
-static int hex_valid(const char *hex)
-{
-	if (hex == NULL)
-		return 0;
-	for (int i = 0; i < BLOB_HEX_LEN; i++) {
-		char c = hex[i];
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return 0;
-	}
-	return hex[BLOB_HEX_LEN] == '\0';
-}
 
 /* <state>/blobs/<first two>/<all 64> */
 static int blob_path(const char *state_dir, const char *hex, char *out, size_t outlen)
@@ -145,26 +65,30 @@ static int mkdir_durable(const char *path, const char *parent)
 /* ---- put / get / exists ----------------------------------------------------------- */
 
 /* A test's fault for one step, or 0. */
-static int fault_at(const struct blob_store *bs, const char *step)
+static int fault_at(const struct blobs *b, const char *step)
 {
-	return bs && bs->fault ? bs->fault(bs->fault_arg, step) : 0;
+	return b->fault ? b->fault(b->fault_arg, step) : 0;
 }
 
-/* blob_put with an optional store (read only, so a worker thread may call it): its fault hook is consulted before each disk step, and
- * *added says whether a new file now exists (a dedup hit adds nothing). */
-static int put_impl(const struct blob_store *bs, const char *state_dir, const void *data, size_t len,
-		    char hex[BLOB_HEX_LEN + 1], int *added)
+/* Store one blob; reads the handle only, so a worker thread may call it.  The fault hook is
+ * consulted before each disk step, and *added says whether a new file now exists (a dedup hit
+ * adds nothing).  Too long to split well: each step's cleanup is the same temp file. */
+static int fs_write(const struct blobs *b, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
+                    int *added)
 {
+	const char *state_dir = CFS(b)->state_dir;
 	char top[PATH_MAX], sub[PATH_MAX], final[PATH_MAX], tmp[PATH_MAX];
 	struct stat st;
 	int fd = -1;
 	int rc;
 
 	*added = 0;
-	if (state_dir == NULL || hex == NULL || (data == NULL && len > 0))
+	if (CFS(b)->read_only)
+		return -EROFS;
+	if (hex == NULL || (data == NULL && len > 0))
 		return -EINVAL;
 	blob_sha256_hex(data, len, hex);
-	if (!hex_valid(hex))
+	if (!blob_hex_valid(hex))
 		return -EIO;
 	rc = blob_path(state_dir, hex, final, sizeof final);
 	if (rc < 0)
@@ -188,9 +112,9 @@ static int put_impl(const struct blob_store *bs, const char *state_dir, const vo
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if ((rc = fault_at(bs, "write")) < 0 || (rc = io_write_full(fd, data, len)) < 0)
+	if ((rc = fault_at(b, "write")) < 0 || (rc = io_write_full(fd, data, len)) < 0)
 		goto fail;
-	if ((rc = fault_at(bs, "fsync")) < 0)
+	if ((rc = fault_at(b, "fsync")) < 0)
 		goto fail;
 	if (fdatasync(fd) < 0) {
 		rc = -errno;
@@ -202,7 +126,7 @@ static int put_impl(const struct blob_store *bs, const char *state_dir, const vo
 		goto fail;
 	}
 	fd = -1;
-	if ((rc = fault_at(bs, "rename")) < 0)
+	if ((rc = fault_at(b, "rename")) < 0)
 		goto fail;
 	if (rename(tmp, final) < 0) {
 		rc = -errno;
@@ -218,22 +142,26 @@ fail:
 	return rc;
 }
 
-int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
+static int fs_put(struct blobs *b, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1], int *added)
 {
-	int added;
-	return put_impl(NULL, state_dir, data, len, hex, &added);
+	int rc = fs_write(b, data, len, hex, added);
+	if (*added)
+		FS(b)->bytes += len;
+	return rc;
 }
 
-int blob_open(const char *state_dir, const char *hex, int *fd, uint64_t *size)
+static void fs_added(struct blobs *b, uint64_t len)
+{
+	FS(b)->bytes += len;
+}
+
+static int fs_open(const struct blobs *b, const char *hex, int *fd, uint64_t *size)
 {
 	char path[PATH_MAX];
 	struct stat st;
 	int rc;
 
-	*fd = -1;
-	if (state_dir == NULL || !hex_valid(hex))
-		return -EINVAL;
-	if ((rc = blob_path(state_dir, hex, path, sizeof path)) < 0)
+	if ((rc = blob_path(CFS(b)->state_dir, hex, path, sizeof path)) < 0)
 		return rc;
 	int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (f < 0)
@@ -252,15 +180,13 @@ int blob_open(const char *state_dir, const char *hex, int *fd, uint64_t *size)
 	return 0;
 }
 
-int blob_size(const char *state_dir, const char *hex, uint64_t *size)
+static int fs_size(const struct blobs *b, const char *hex, uint64_t *size)
 {
 	char path[PATH_MAX];
 	struct stat st;
 	int rc;
 
-	if (state_dir == NULL || !hex_valid(hex))
-		return -EINVAL;
-	if ((rc = blob_path(state_dir, hex, path, sizeof path)) < 0)
+	if ((rc = blob_path(CFS(b)->state_dir, hex, path, sizeof path)) < 0)
 		return rc;
 	if (lstat(path, &st) < 0)
 		return -errno;
@@ -270,38 +196,24 @@ int blob_size(const char *state_dir, const char *hex, uint64_t *size)
 	return 0;
 }
 
-int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
+/* The whole file, then its digest: a blob damaged on disk is never handed out as content. */
+static int fs_get(const struct blobs *b, const char *hex, void **data, size_t *len)
 {
-	char path[PATH_MAX], got[BLOB_HEX_LEN + 1];
+	char got[BLOB_HEX_LEN + 1];
 	unsigned char *buf = NULL;
-	struct stat st;
+	uint64_t size;
 	ssize_t have;
 	int fd = -1;
-	int rc;
+	int rc = fs_open(b, hex, &fd, &size);
 
-	if (state_dir == NULL || data == NULL || len == NULL || !hex_valid(hex))
-		return -EINVAL;
-	rc = blob_path(state_dir, hex, path, sizeof path);
 	if (rc < 0)
 		return rc;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size < 0) {
-		rc = -EBADMSG;
-		goto fail;
-	}
 	/* +1 so an empty blob still gets a non-NULL buffer the caller can free. */
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL) {
+	if (size >= SIZE_MAX || (buf = malloc((size_t)size + 1)) == NULL) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	have = io_read_upto(fd, buf, (size_t)st.st_size);
+	have = io_read_upto(fd, buf, (size_t)size);
 	if (have < 0) {
 		rc = (int)have;
 		goto fail;
@@ -318,19 +230,8 @@ int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
 
 fail:
 	free(buf);
-	if (fd >= 0)
-		close(fd);
+	close(fd);
 	return rc;
-}
-
-int blob_exists(const char *state_dir, const char *hex)
-{
-	char path[PATH_MAX];
-	struct stat st;
-
-	if (state_dir == NULL || !hex_valid(hex) || blob_path(state_dir, hex, path, sizeof path) < 0)
-		return 0;
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? 1 : 0;
 }
 
 /* ---- garbage collection --------------------------------------------------------------- */
@@ -370,7 +271,7 @@ static int gc_subdir(int topfd, const char *name, const char *const *keep, size_
 		int drop = 0;
 		if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
 			drop = 1;
-		else if (hex_valid(e->d_name) && memcmp(e->d_name, name, 2) == 0)
+		else if (blob_hex_valid(e->d_name) && memcmp(e->d_name, name, 2) == 0)
 			drop = n == 0 ||
 			       bsearch(e->d_name, keep, n, sizeof *keep, keep_cmp) == NULL;
 		if (!drop)
@@ -386,51 +287,7 @@ static int gc_subdir(int topfd, const char *name, const char *const *keep, size_
 	return rc;
 }
 
-int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *removed)
-{
-	char top[PATH_MAX];
-	DIR *d = NULL;
-	struct dirent *e;
-	size_t count = 0;
-	int topfd;
-	int rc = 0;
-
-	if (removed != NULL)
-		*removed = 0;
-	if (state_dir == NULL || (keep == NULL && n > 0))
-		return -EINVAL;
-	/* An unsorted list would make bsearch miss live blobs and delete them: refuse it. */
-	for (size_t i = 0; i < n; i++) {
-		if (!hex_valid(keep[i]) || (i > 0 && strcmp(keep[i - 1], keep[i]) > 0))
-			return -EINVAL;
-	}
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
-		return -ENAMETOOLONG;
-	topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (topfd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	d = fdopendir(topfd);
-	if (d == NULL) {
-		rc = -errno;
-		close(topfd);
-		return rc;
-	}
-	while ((errno = 0, e = readdir(d)) != NULL) {
-		if (!is_hex2(e->d_name))
-			continue;
-		int r = gc_subdir(dirfd(d), e->d_name, keep, n, &count);
-		if (r < 0 && rc == 0)
-			rc = r;
-	}
-	if (errno != 0 && rc == 0)
-		rc = -errno;
-	closedir(d);
-	if (removed != NULL)
-		*removed = count;
-	return rc;
-}
-
-/* ---- the server's store --------------------------------------------------------------- */
+/* ---- the backend --------------------------------------------------------------- */
 
 /* Bytes of every regular file under blobs/<xx>/. */
 static int count_bytes(const char *state_dir, uint64_t *bytes)
@@ -464,64 +321,98 @@ static int count_bytes(const char *state_dir, uint64_t *bytes)
 	return 0;
 }
 
-int blob_store_init(struct blob_store *bs, const char *state_dir)
+/* Walk blobs/<xx>/ (blob.c has checked keep); then recount, as deletions may have failed half way. */
+static int fs_gc(struct blobs *b, const char *const *keep, size_t n, size_t *removed)
 {
-	memset(bs, 0, sizeof *bs);
-	bs->state_dir = state_dir;
-	return state_dir ? count_bytes(state_dir, &bs->bytes) : -EINVAL;
-}
+	const char *state_dir = CFS(b)->state_dir;
+	char top[PATH_MAX];
+	DIR *d = NULL;
+	struct dirent *e;
+	size_t count = 0;
+	int topfd;
+	int rc = 0;
 
-int blob_store_put(struct blob_store *bs, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
-                   int *added)
-{
-	int a = 0;
-	int rc = put_impl(bs, bs->state_dir, data, len, hex, &a);
-	if (a)
-		bs->bytes += len;
-	if (added)
-		*added = a;
+	if (CFS(b)->read_only)
+		return -EROFS;
+	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
+		return -ENAMETOOLONG;
+	topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (topfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	d = fdopendir(topfd);
+	if (d == NULL) {
+		rc = -errno;
+		close(topfd);
+		return rc;
+	}
+	while ((errno = 0, e = readdir(d)) != NULL) {
+		if (!is_hex2(e->d_name))
+			continue;
+		int r = gc_subdir(dirfd(d), e->d_name, keep, n, &count);
+		if (r < 0 && rc == 0)
+			rc = r;
+	}
+	if (errno != 0 && rc == 0)
+		rc = -errno;
+	closedir(d);
+	if (removed != NULL)
+		*removed = count;
+	uint64_t bytes;
+	if (count_bytes(state_dir, &bytes) == 0)
+		FS(b)->bytes = bytes;
 	return rc;
 }
 
-int blob_store_write(const struct blob_store *bs, const void *data, size_t len,
-                     char hex[BLOB_HEX_LEN + 1], int *added)
-{
-	int a = 0;
-	int rc = put_impl(bs, bs->state_dir, data, len, hex, &a);
-	if (added)
-		*added = a;
-	return rc;
-}
-
-void blob_store_added(struct blob_store *bs, uint64_t len)
-{
-	bs->bytes += len;
-}
-
-int blob_store_remove(struct blob_store *bs, const char *hex)
+static int fs_remove(struct blobs *b, const char *hex)
 {
 	char path[PATH_MAX];
 	struct stat st;
 	int rc;
 
-	if (!hex_valid(hex))
-		return -EINVAL;
-	if ((rc = blob_path(bs->state_dir, hex, path, sizeof path)) < 0)
+	if (CFS(b)->read_only)
+		return -EROFS;
+	if ((rc = blob_path(CFS(b)->state_dir, hex, path, sizeof path)) < 0)
 		return rc;
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (unlink(path) < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (S_ISREG(st.st_mode))
-		bs->bytes = bs->bytes > (uint64_t)st.st_size ? bs->bytes - (uint64_t)st.st_size : 0;
+		FS(b)->bytes = FS(b)->bytes > (uint64_t)st.st_size ? FS(b)->bytes - (uint64_t)st.st_size : 0;
 	return 0;
 }
 
-int blob_store_gc(struct blob_store *bs, const char *const *keep, size_t n, size_t *removed)
+static void fs_stats(const struct blobs *b, struct blob_stats *out)
 {
-	int rc = blob_gc(bs->state_dir, keep, n, removed);
-	uint64_t b;
-	if (count_bytes(bs->state_dir, &b) == 0)
-		bs->bytes = b;
-	return rc;
+	out->bytes = CFS(b)->bytes;
+	out->count_err = CFS(b)->count_err;
+}
+
+static void fs_close(struct blobs *b)
+{
+	free(b);
+}
+
+static const struct blob_ops fs_ops = {
+	.name = "fs", .put = fs_put, .write = fs_write, .added = fs_added, .open = fs_open,
+	.get = fs_get, .size = fs_size, .remove = fs_remove, .gc = fs_gc, .stats = fs_stats,
+	.close = fs_close,
+};
+
+int blob_fs_new(const char *state_dir, int read_only, struct blobs **out)
+{
+	struct blob_fs *fs;
+
+	*out = NULL;
+	if (state_dir == NULL)
+		return -EINVAL;
+	if ((fs = calloc(1, sizeof *fs)) == NULL)
+		return -ENOMEM;
+	fs->head.ops = &fs_ops;
+	fs->state_dir = state_dir;
+	fs->read_only = read_only;
+	if (!read_only)
+		fs->count_err = count_bytes(state_dir, &fs->bytes);
+	*out = &fs->head;
+	return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "proto/b64.h"
 #include "state/blob.h"
+#include "supervisor/core/persist.h"
 #include "supervisor/mcp/facade.h"
 #include "proto/frame.h"
 #include "proto/utf8.h"
@@ -211,7 +212,7 @@ int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat 
 		snprintf(err, errlen, "The result of task %s is small: read it with resources/read.", id);
 		return -ENOENT;
 	}
-	int rc = t->result_lost ? -EBADMSG : blob_open(sv->state_dir, t->result_blob, fd, &size);
+	int rc = t->result_lost ? -EBADMSG : blobs_open(persist_blobs(sv->persist), t->result_blob, fd, &size);
 	if (rc == 0 && fstat(*fd, st) < 0)
 		rc = -errno;
 	if (rc < 0) {
@@ -651,11 +652,11 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	if (t->result_bytes > RES_READ_MAX)
 		return too_large_to_read(tr, uri, t->result_bytes, rpc_err, msg);
 	uint64_t size = 0;
-	int rc = t->result_lost ? -EBADMSG : blob_size(sv->state_dir, t->result_blob, &size);
+	int rc = t->result_lost ? -EBADMSG : blobs_size(persist_blobs(sv->persist), t->result_blob, &size);
 	if (rc == 0 && size != t->result_bytes)
 		rc = -EBADMSG;   /* never read a blob that is not the size recorded for it */
 	if (rc == 0)
-		rc = blob_get(sv->state_dir, t->result_blob, &d, &n);
+		rc = blobs_get(persist_blobs(sv->persist), t->result_blob, &d, &n);
 	if (rc == -ENOENT || rc == -EBADMSG) {
 		if (!t->result_lost)
 			fplog(&sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,
