@@ -5,6 +5,7 @@
  * reaches here, so no path is built from a name that could leave blobs/.
  * Every function returns 0 / -errno and prints nothing. */
 #include "state/blob.h"
+#include "state/layout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +19,7 @@
 
 #include "proto/io.h"
 
-#define BLOB_DIR "blobs"
+#define BLOB_DIR LAYOUT_BLOBS
 #define TMP_PREFIX ".tmp-"
 
 struct blob_fs {
@@ -37,8 +38,7 @@ struct blob_fs {
 /* <state>/blobs/<first two>/<all 64> */
 static int blob_path(const char *state_dir, const char *hex, char *out, size_t outlen)
 {
-	int n = snprintf(out, outlen, "%s/" BLOB_DIR "/%.2s/%s", state_dir, hex, hex);
-	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+	return layout_blob(out, outlen, state_dir, hex);
 }
 
 static int fsync_dir(const char *path)
@@ -98,8 +98,9 @@ static int fs_write(const struct blobs *b, const void *data, size_t len, char he
 	if (stat(final, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == len)
 		return 0;
 
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top ||
-	    (size_t)snprintf(sub, sizeof sub, "%s/%.2s", top, hex) >= sizeof sub ||
+	if ((rc = layout_dir(top, sizeof top, state_dir, BLOB_DIR)) < 0)
+		return rc;
+	if ((size_t)snprintf(sub, sizeof sub, "%s/%.2s", top, hex) >= sizeof sub ||
 	    (size_t)snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "XXXXXX", sub) >= sizeof tmp)
 		return -ENAMETOOLONG;
 	rc = mkdir_durable(top, state_dir);
@@ -297,7 +298,7 @@ static int count_bytes(const char *state_dir, uint64_t *bytes)
 	struct stat st;
 
 	*bytes = 0;
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
+	if (layout_dir(top, sizeof top, state_dir, BLOB_DIR) < 0)
 		return -ENAMETOOLONG;
 	DIR *d = opendir(top);
 	if (d == NULL)
@@ -334,7 +335,7 @@ static int fs_gc(struct blobs *b, const char *const *keep, size_t n, size_t *rem
 
 	if (CFS(b)->read_only)
 		return -EROFS;
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
+	if (layout_dir(top, sizeof top, state_dir, BLOB_DIR) < 0)
 		return -ENAMETOOLONG;
 	topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (topfd < 0)

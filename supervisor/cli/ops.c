@@ -15,6 +15,7 @@
 #include "state/blob.h"
 #include "supervisor/mcp/facade.h"
 #include "state/journal.h"
+#include "state/layout.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/tasks.h"
 #include "proto/termsafe.h"
@@ -324,7 +325,7 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 		print_kv("progress", b, t->progress_msg ? t->progress_msg : "", raw);
 	}
 	if (t->checkpoint || t->checkpoint_blob[0]) {
-		/* Read-only views do not load blobs: ask the store for a blob's size. */
+		/* Read-only views do not load blobs: take a blob's size from the file. */
 		size_t len = t->checkpoint_len;
 		uint64_t bsize;
 		if (t->checkpoint_blob[0] && blobs_size(persist_blobs(v->p), t->checkpoint_blob, &bsize) == 0)
@@ -441,7 +442,7 @@ int ops_logs(int argc, char **argv)
 	}
 	char path[4200], tid[33];
 	memcpy(tid, t->id, sizeof tid);
-	snprintf(path, sizeof path, "%s/tasks/%s/output.log", v.sv.state_dir, tid);
+	layout_task(path, sizeof path, v.sv.state_dir, tid, LAYOUT_TASK_LOG);
 	char *dir = strdup(v.sv.state_dir);
 	int terminal = TASK_TERMINAL(t->status);
 	view_close(&v);

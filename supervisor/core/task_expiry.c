@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "state/layout.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/rmtree.h"
 #include "supervisor/core/tasks.h"
@@ -71,7 +72,8 @@ void task_tombs_each(const struct task_tombs *tb, void (*fn)(void *arg, const ch
 static void remove_task_dir(struct supervisor *sv, const char *id)
 {
 	char path[4200];
-	snprintf(path, sizeof path, "%s/tasks/%s", sv->state_dir, id);
+	if (layout_task(path, sizeof path, sv->state_dir, id, LAYOUT_TASK_DIR) < 0)
+		return;
 	/* In the background (rmtree.h): a job's output may be a large tree. */
 	rmtree_later(sv, path);
 }

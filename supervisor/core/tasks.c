@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "proto/frame.h"
+#include "state/layout.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/job.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
@@ -290,8 +292,8 @@ void tasks__finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 	if (st == TASK_COMPLETED && ts->sv->transfers) {
 		/* Files the job left in outputs/ become the task's artifacts, listed with its result. */
 		char work[4200];
-		snprintf(work, sizeof work, "%s/tasks/%s/work", ts->sv->state_dir, t->id);
-		artifacts = transfer_collect_artifacts(ts->sv->transfers, t, work);
+		layout_task(work, sizeof work, ts->sv->state_dir, t->id, LAYOUT_TASK_WORK);
+		artifacts = artifacts_collect(ts->sv->transfers, t, work);
 	}
 	struct store_rec r;
 	char *texts[3] = { NULL, NULL, NULL }, hex[65] = "", old_ckpt[65];
