@@ -23,13 +23,13 @@ static void remove_task_dir(struct supervisor *sv, const char *id)
 	rmtree_later(sv, path);
 }
 
-size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct task_tombs *tb, int64_t now)
+size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct tombs *tb, int64_t now)
 {
 	size_t n = 0;
 	/* While commits fail an expiry could not be recorded: keep everything until they work. */
 	if (persist_fault(sv->persist) < 0)
 		return 0;
-	task_tombs_prune(tb, now);
+	tombs_prune(tb, now);
 	for (struct task *t = tasks_newest(ts), *next; t; t = next) {
 		next = t->next;
 		if (!TASK_TERMINAL(t->status) || t->expires_ms > now || t->job)
@@ -44,7 +44,7 @@ size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct task_
 		if (persist_expired(sv->persist, id, now + keep) < 0)
 			continue;
 		persist_release(sv->persist, t);
-		task_tombs_add(tb, id, now + keep);
+		tombs_add(tb, id, now + keep);
 		tasks_remove(ts, t);
 		remove_task_dir(sv, id);
 		n++;

@@ -14,6 +14,6 @@
 
 /* Drop tombstones past their time, then expire the finished tasks of ts past theirs (their
  * records go to sv->persist).  Returns how many tasks expired. */
-size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct task_tombs *tb, int64_t now);
+size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct tombs *tb, int64_t now);
 
 #endif

@@ -12,18 +12,18 @@ struct tomb {
 	struct tomb *next;
 };
 
-/* Tombstones are few (expired ids, for a limited time); a list is enough. */
-struct task_tombs {
+/* Tombstones are few (expired names, for a limited time); a list is enough. */
+struct tombs {
 	struct tomb *head;          /* newest first */
 	size_t n;
 };
 
-struct task_tombs *task_tombs_new(void)
+struct tombs *tombs_new(void)
 {
-	return calloc(1, sizeof(struct task_tombs));
+	return calloc(1, sizeof(struct tombs));
 }
 
-void task_tombs_free(struct task_tombs *tb)
+void tombs_free(struct tombs *tb)
 {
 	if (!tb)
 		return;
@@ -34,7 +34,7 @@ void task_tombs_free(struct task_tombs *tb)
 	free(tb);
 }
 
-int task_tombs_add(struct task_tombs *tb, const char *id, int64_t until)
+int tombs_add(struct tombs *tb, const char *id, int64_t until)
 {
 	struct tomb *b = calloc(1, sizeof *b);
 	if (!b)
@@ -47,7 +47,7 @@ int task_tombs_add(struct task_tombs *tb, const char *id, int64_t until)
 	return 0;
 }
 
-int64_t task_tombs_find(const struct task_tombs *tb, const char *id)
+int64_t tombs_find(const struct tombs *tb, const char *id)
 {
 	for (const struct tomb *b = tb->head; b; b = b->next)
 		if (strcmp(b->id, id) == 0)
@@ -55,23 +55,31 @@ int64_t task_tombs_find(const struct task_tombs *tb, const char *id)
 	return 0;
 }
 
-void task_tombs_each(const struct task_tombs *tb, void (*fn)(void *arg, const char *id, int64_t until),
+void tombs_each(const struct tombs *tb, void (*fn)(void *arg, const char *id, int64_t until),
                      void *arg)
 {
 	for (const struct tomb *b = tb->head; b; b = b->next)
 		fn(arg, b->id, b->until);
 }
 
-void task_tombs_prune(struct task_tombs *tb, int64_t now)
+size_t tombs_prune(struct tombs *tb, int64_t now)
 {
+	size_t n = 0;
 	for (struct tomb **pp = &tb->head; *pp;) {
 		if ((*pp)->until <= now) {
 			struct tomb *b = *pp;
 			*pp = b->next;
 			free(b);
 			tb->n--;
+			n++;
 		} else {
 			pp = &(*pp)->next;
 		}
 	}
+	return n;
+}
+
+size_t tombs_count(const struct tombs *tb)
+{
+	return tb->n;
 }
