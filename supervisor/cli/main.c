@@ -282,34 +282,19 @@ static int cmd_mcp(int argc, char **argv)
 				      "run UNCONFINED, with all of this server's rights", sv.cfg->tools[i].name);
 	}
 
-	sv.loop = loop_new();
-	if (!sv.loop || sc.fd < 0) {
-		fprintf(stderr, "forkpoint: event loop: %s\n", strerror(errno));
+	if (sc.fd < 0) {
+		fprintf(stderr, "forkpoint: signalfd: %s\n", strerror(errno));
 		goto out;
 	}
-	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
-	/* Blocking file work — hashing downloads and artifacts, syncing upload chunks, copying a
-	 * commit across file systems — happens on these threads, off the loop. */
-	int wrc = workers_new(sv.loop, 2, &sv.workers);
-	if (wrc < 0) {
-		fprintf(stderr, "forkpoint: cannot start worker threads: %s\n", strerror(-wrc));
-		goto out;
-	}
-	sv.tasks = tasks_new(&sv);
-	if (!sv.tasks) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto out;
-	}
-	sv.transfers = transfers_new(&sv);
-	if (!sv.transfers) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto out;
-	}
+	/* Blocking file work (hashing, syncing upload chunks, checkpoint blobs, input copies,
+	 * tree removal) happens on two worker threads, off the loop. */
+	const struct supervisor_opts so = { .workers = 2 };
 	int64_t t0 = loop_now();
-	if (persist_open(&sv, 0, &sv.persist, err, sizeof err) < 0) {
+	if (supervisor_open(&sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "forkpoint: %s\n", err);
 		goto out;
 	}
+	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
 	fplog(&sv.log, FPLOG_INFO, NULL, "journal replayed: %llu records, %zu tasks in %lld ms",
 	      (unsigned long long)persist_records_replayed(sv.persist), tasks_count(sv.tasks),
 	      (long long)(loop_now() - t0));
@@ -318,10 +303,7 @@ static int cmd_mcp(int argc, char **argv)
 		fprintf(stderr, "forkpoint: cannot start the server: %s\n", strerror(errno));
 		goto out;
 	}
-	tasks_recover(sv.tasks);
-	transfers_recover(sv.transfers);
-	tasks_collect(sv.tasks, loop_wall_ms());
-	transfers_collect(sv.transfers, loop_wall_ms());
+	supervisor_recover(&sv);
 	run.collect = loop_timer_in(sv.loop, 30000, collect_cb, &run);
 	loop_set_turn_hook(sv.loop, on_turn, &run);
 	fplog(&sv.log, FPLOG_INFO, NULL, "forkpoint %s serving %zu tools, state %s", FORKPOINT_VERSION,
@@ -340,20 +322,13 @@ out:
 		server_drain(sv.server, 2000);
 	}
 	/* Jobs end with us; tasks are left as they were (a later run resumes them).  The pool
-	 * goes first: its last done callbacks still answer into the server's sessions. */
-	workers_free(sv.workers);
-	/* A checkpoint whose blob the pool finished meanwhile was recorded by its done callback:
-	 * made durable too (never acknowledged; nothing is sent any more). */
-	if (sv.persist)
-		(void)persist_commit(sv.persist);
+	 * goes first (supervisor_quiesce): its last done callbacks still answer into the server's
+	 * sessions. */
+	(void)supervisor_quiesce(&sv);
 	server_free(sv.server);
-	tasks_free(sv.tasks);
-	sandbox_free(sv.sandbox);
-	persist_close(sv.persist);
-	transfers_free(sv.transfers);
+	supervisor_close(&sv);
 	if (sc.fd >= 0)
 		close(sc.fd);
-	loop_free(sv.loop);
 	config_free(sv.cfg);
 	free(sv.state_dir);
 	free(sv.bin_dir);

@@ -17,7 +17,8 @@
 #include "state/blob.h"
 #include "supervisor/core/persist.h"
 #include "state/layout.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/toolresult.h"
+#include "supervisor/mcp/views.h"
 #include "proto/frame.h"
 #include "proto/utf8.h"
 #include "supervisor/core/roots.h"
@@ -457,11 +458,11 @@ cJSON *resources_result_link(const struct task *t)
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
 	cJSON_AddNumberToObject(o, "attempt", t->attempt);
-	facade_iso_time(t->created_ms, ts);
+	views_iso_time(t->created_ms, ts);
 	cJSON_AddStringToObject(o, "createdAt", ts);
-	facade_iso_time(t->updated_ms, ts);
+	views_iso_time(t->updated_ms, ts);
 	cJSON_AddStringToObject(o, "updatedAt", ts);
-	facade_iso_time(t->expires_ms, ts);
+	views_iso_time(t->expires_ms, ts);
 	cJSON_AddStringToObject(o, "expiresAt", ts);
 	cJSON_AddStringToObject(o, "resultUri", uri);
 	cJSON_AddNumberToObject(o, "resultBytes", (double)bytes);
@@ -479,7 +480,7 @@ cJSON *resources_result_link(const struct task *t)
 		snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here. Read it with "
 		         "resources/read {uri: \"%s\"} when you need it, or fetch only the parts you need.", bytes, uri);
 	cJSON_AddStringToObject(o, "note", note);
-	cJSON *r = facade_result(o, 0);
+	cJSON *r = toolresult_wrap(o, 0);
 	cJSON *link = cJSON_CreateObject();
 	cJSON_AddStringToObject(link, "type", "resource_link");
 	cJSON_AddStringToObject(link, "uri", uri);
