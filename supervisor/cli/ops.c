@@ -322,7 +322,7 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 		/* Read-only views do not load blobs: take a blob's size from the file. */
 		size_t len = t->checkpoint_len;
 		uint64_t bsize;
-		if (t->checkpoint_blob[0] && blob_size(v->sv.state_dir, t->checkpoint_blob, &bsize) == 0)
+		if (t->checkpoint_blob[0] && blobs_size(persist_blobs(v->p), t->checkpoint_blob, &bsize) == 0)
 			len = (size_t)bsize;
 		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
 		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
@@ -539,7 +539,7 @@ int ops_fsck(int argc, char **argv)
 			nblobs++;
 			void *d;
 			size_t n;
-			int r = blob_get(v.sv.state_dir, refs[i], &d, &n);
+			int r = blobs_get(persist_blobs(v.p), refs[i], &d, &n);
 			if (r < 0) {
 				printf("task %s: %s blob %s: %s (the task answers task_lost)\n", t->id,
 				       i ? "result" : "checkpoint", refs[i],

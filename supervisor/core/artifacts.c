@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "state/blob.h"
+#include "supervisor/core/persist.h"
 #include "state/layout.h"
 #include "proto/utf8.h"
 #include "supervisor/core/roots.h"
@@ -180,7 +181,7 @@ int artifacts_result_open(struct supervisor *sv, const char *id, int *fd, struct
 		snprintf(err, errlen, "The result of task %s is small: read it with resources/read.", id);
 		return -ENOENT;
 	}
-	int rc = t->result_lost ? -EBADMSG : blob_open(sv->state_dir, t->result_blob, fd, &size);
+	int rc = t->result_lost ? -EBADMSG : blobs_open(persist_blobs(sv->persist), t->result_blob, fd, &size);
 	if (rc == 0 && fstat(*fd, st) < 0)
 		rc = -errno;
 	if (rc < 0) {

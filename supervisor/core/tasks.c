@@ -87,7 +87,7 @@ struct tasks *tasks_new(struct supervisor *sv)
 	if (!ts)
 		return NULL;
 	ts->sv = sv;
-	if (!(ts->tab = task_table_new()) || !(ts->tombs = task_tombs_new())) {
+	if (!(ts->tab = task_table_new()) || !(ts->tombs = tombs_new())) {
 		task_table_free(ts->tab);
 		free(ts);
 		return NULL;
@@ -178,7 +178,7 @@ void tasks_free(struct tasks *ts)
 			loop_timer_cancel(ts->sv->loop, t->store_timer);
 		task_free(t);
 	}
-	task_tombs_free(ts->tombs);
+	tombs_free(ts->tombs);
 	task_table_free(ts->tab);
 	free(ts);
 }
@@ -573,17 +573,17 @@ void tasks_recover(struct tasks *ts)
 
 int tasks_tombstone_add(struct tasks *ts, const char *id, int64_t until)
 {
-	return task_tombs_add(ts->tombs, id, until);
+	return tombs_add(ts->tombs, id, until);
 }
 
 int64_t tasks_tombstone_find(const struct tasks *ts, const char *id)
 {
-	return task_tombs_find(ts->tombs, id);
+	return tombs_find(ts->tombs, id);
 }
 
 void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id, int64_t until), void *arg)
 {
-	task_tombs_each(ts->tombs, fn, arg);
+	tombs_each(ts->tombs, fn, arg);
 }
 
 size_t tasks_collect(struct tasks *ts, int64_t now)

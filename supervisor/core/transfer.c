@@ -43,6 +43,7 @@
 #include "supervisor/core/task_apply.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/tombs.h"
 #include "proto/io.h"
 #include "supervisor/core/workers.h"
 
@@ -126,18 +127,12 @@ struct xwait {
 	struct xwait *next;
 };
 
-struct xtomb {
-	char h[33];
-	int64_t until;
-	struct xtomb *next;
-};
-
 struct transfers {
 	struct supervisor *sv;
 	struct roots *roots;
 	int updir;                  /* <state>/uploads: staging no job can reach */
 	struct xfer *list;
-	struct xtomb *tombs;
+	struct tombs *tombs;        /* removed handles (tombs.h) */
 	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
 	char *enc;                  /* B64_ENCODED_SIZE(CHUNK_MAX) */
 	size_t jobs;                /* jobs in the worker pool */
@@ -327,13 +322,12 @@ static void path_error(struct transfer_error *e, int rc, const char *msg)
  * known. */
 static void unknown_handle(const struct transfers *tr, const char *h, struct transfer_error *e)
 {
-	for (const struct xtomb *t = tr->tombs; t; t = t->next)
-		if (strcmp(t->h, h) == 0) {
-			transfer_error_set(e, "transfer_expired", 0,
-				"Start again with file_transfer_open; transfers expire 7 days after their last use.",
-				"Transfer %s expired and was removed (with its staged bytes).", h);
-			return;
-		}
+	if (tombs_find(tr->tombs, h) != 0) {
+		transfer_error_set(e, "transfer_expired", 0,
+			"Start again with file_transfer_open; transfers expire 7 days after their last use.",
+			"Transfer %s expired and was removed (with its staged bytes).", h);
+		return;
+	}
 	transfer_error_set(e, "unknown_transfer", 0,
 		"Check the handle (32 hex digits, as file_transfer_open returned it). If it is lost, "
 		"call file_transfer_open again with the same path, size and sha256: an unfinished "
@@ -574,18 +568,6 @@ static void unlink_xfer(struct transfers *tr, struct xfer *x)
 	}
 }
 
-static int tomb_add(struct transfers *tr, const char *h, int64_t until)
-{
-	struct xtomb *t = calloc(1, sizeof *t);
-	if (!t)
-		return -ENOMEM;
-	snprintf(t->h, sizeof t->h, "%s", h);
-	t->until = until;
-	t->next = tr->tombs;
-	tr->tombs = t;
-	return 0;
-}
-
 static void set_msg(struct xfer *x, const char *msg)
 {
 	free(x->msg);
@@ -632,27 +614,13 @@ static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 	run_waiters(tr, x, 1);   /* they answer not_active now */
 }
 
-/* Drop the tombstones whose time is up: their handles become merely unknown. */
-static void prune_tombs(struct transfers *tr, int64_t now)
-{
-	for (struct xtomb **pp = &tr->tombs; *pp;) {
-		if ((*pp)->until <= now) {
-			struct xtomb *t = *pp;
-			*pp = t->next;
-			free(t);
-		} else {
-			pp = &(*pp)->next;
-		}
-	}
-}
-
 /* Forget a transfer: staged bytes deleted, the handle answers transfer_expired for a TTL. */
 static void remove_xfer(struct transfers *tr, struct xfer *x, int64_t now)
 {
 	if (x->dir == X_UPLOAD && x->state == XS_ACTIVE)
 		remove_stage(tr, x);
 	unlink_xfer(tr, x);
-	tomb_add(tr, x->h, now + XFER_TTL_MS);
+	tombs_add(tr->tombs, x->h, now + XFER_TTL_MS);
 	j_tomb(tr, REC_X_GONE, x->h, now + XFER_TTL_MS);
 	xfer_free(x);
 }
@@ -681,7 +649,8 @@ struct transfers *transfers_new(struct supervisor *sv)
 	tr->buf = malloc(IO_BUF + 16);
 	tr->buf2 = malloc(IO_BUF + 16);
 	tr->enc = malloc(B64_ENCODED_SIZE(CHUNK_MAX));
-	if (!tr->buf || !tr->buf2 || !tr->enc)
+	tr->tombs = tombs_new();
+	if (!tr->buf || !tr->buf2 || !tr->enc || !tr->tombs)
 		goto fail;
 	if (roots_new(sv->cfg ? sv->cfg->server.file_roots : NULL, sv->cfg ? sv->cfg->server.n_file_roots : 0, 0,
 	              &tr->roots) < 0)
@@ -702,11 +671,7 @@ void transfers_free(struct transfers *tr)
 		tr->list = x->next;
 		xfer_free(x);
 	}
-	while (tr->tombs) {
-		struct xtomb *t = tr->tombs;
-		tr->tombs = t->next;
-		free(t);
-	}
+	tombs_free(tr->tombs);
 	roots_free(tr->roots);
 	if (tr->updir >= 0)
 		close(tr->updir);
@@ -907,7 +872,7 @@ int transfer_replay(struct transfers *tr, int type, const struct store_xfer *m, 
 			unlink_xfer(tr, x);
 			xfer_free(x);
 		}
-		return tomb_add(tr, h, m->until) < 0 ? -1 : 0;
+		return tombs_add(tr->tombs, h, m->until) < 0 ? -1 : 0;
 	default:
 		break;
 	}
@@ -918,14 +883,27 @@ int transfer_replay(struct transfers *tr, int type, const struct store_xfer *m, 
 	return replay_change(x, type, m, err, errlen);
 }
 
+struct snap_tombs {
+	struct transfers *tr;
+	int rc;
+};
+
+/* One tombstone into the snapshot; after a failure the rest are skipped. */
+static void snap_tomb(void *arg, const char *h, int64_t until)
+{
+	struct snap_tombs *st = arg;
+	if (st->rc == 0)
+		st->rc = j_tomb(st->tr, REC_X_TOMB, h, until);
+}
+
 int transfer_snapshot(struct transfers *tr)
 {
 	int rc = 0;
 	for (struct xfer *x = tr->list; x && rc == 0; x = x->next)
 		rc = j_snap(tr, x);
-	for (struct xtomb *t = tr->tombs; t && rc == 0; t = t->next)
-		rc = j_tomb(tr, REC_X_TOMB, t->h, t->until);
-	return rc;
+	struct snap_tombs st = { tr, rc };
+	tombs_each(tr->tombs, snap_tomb, &st);
+	return st.rc;
 }
 
 /* ---- recovery -------------------------------------------------------------------------------- */
@@ -1081,7 +1059,7 @@ void transfers_recover(struct transfers *tr)
 		}
 		limit_ready(tr, NULL);
 	}
-	prune_tombs(tr, now);
+	tombs_prune(tr->tombs, now);   /* their handles become merely unknown */
 	rehash_artifacts(tr);
 }
 
@@ -1100,7 +1078,7 @@ size_t transfers_collect(struct transfers *tr, int64_t now)
 			n++;
 		}
 	}
-	prune_tombs(tr, now);
+	tombs_prune(tr->tombs, now);   /* their handles become merely unknown */
 	return n;
 }
 

@@ -15,6 +15,7 @@
 
 #include "proto/b64.h"
 #include "state/blob.h"
+#include "supervisor/core/persist.h"
 #include "state/layout.h"
 #include "supervisor/mcp/toolresult.h"
 #include "supervisor/mcp/views.h"
@@ -340,11 +341,11 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	if (t->result_bytes > RES_READ_MAX)
 		return too_large_to_read(tr, uri, t->result_bytes, rpc_err, msg);
 	uint64_t size = 0;
-	int rc = t->result_lost ? -EBADMSG : blob_size(sv->state_dir, t->result_blob, &size);
+	int rc = t->result_lost ? -EBADMSG : blobs_size(persist_blobs(sv->persist), t->result_blob, &size);
 	if (rc == 0 && size != t->result_bytes)
 		rc = -EBADMSG;   /* never read a blob that is not the size recorded for it */
 	if (rc == 0)
-		rc = blob_get(sv->state_dir, t->result_blob, &d, &n);
+		rc = blobs_get(persist_blobs(sv->persist), t->result_blob, &d, &n);
 	if (rc == -ENOENT || rc == -EBADMSG) {
 		if (!t->result_lost)
 			fplog(&sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,

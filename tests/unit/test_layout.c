@@ -95,8 +95,10 @@ static void test_blob_store_agrees(struct tally *t)
 {
 	char dir[PATH_MAX], hex[BLOB_HEX_LEN + 1], path[PATH_MAX];
 	struct stat st;
+	struct blobs *b = NULL;
 	check_tmpdir(dir, sizeof dir, "layout");
-	CHECK(t, blob_put(dir, "layout", 6, hex) == 0, "a blob is stored");
+	CHECK(t, blob_fs_new(dir, 0, &b) == 0 && blobs_put(b, "layout", 6, hex, NULL) == 0, "a blob is stored");
+	blobs_close(b);
 	CHECK(t, layout_blob(path, sizeof path, dir, hex) == 0 && stat(path, &st) == 0 && st.st_size == 6,
 	      "it is at the path layout_blob gives");
 	check_rm_rf(dir);
