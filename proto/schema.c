@@ -19,6 +19,7 @@
  * says so; it never counts as a mere mismatch (under "not" that would turn into a pass).
  * Messages go into the caller's buffer, truncated if they do not fit; nothing here prints. */
 #include "proto/schema.h"
+#include "proto/schema_int.h"
 #include "proto/schemafmt.h"
 #include "proto/utf8.h"
 
@@ -29,24 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
-#define SCHEMA_MAX_DEPTH 64          /* schema nesting at load, value nesting at validation */
-#define SCHEMA_MAX_NODES 10000       /* subschemas in one schema */
-#define SCHEMA_MAX_INPLACE 32        /* longest chain of $ref/allOf/anyOf/... on one value */
-#define SCHEMA_MAX_FRAMES 2048       /* recursion frames of one validation */
-#define SCHEMA_MAX_STEPS 250000UL    /* work units of one validation, */
-#define SCHEMA_STEPS_PER_NODE 16UL   /* plus these per node of the value */
-#define MATCH_STEPS 4UL              /* a pattern match, plus one per 64 bytes matched */
-#define PATTERN_MAX_BYTES 4096
-#define PATTERN_STEPS 100000UL       /* PCRE2 pattern steps (callouts) of one validation, */
-#define PATTERN_STEPS_PER_BYTE 8UL   /* plus these per byte of the value's strings and keys */
-#define PATTERN_HEAP_KIB 32768       /* PCRE2 backtracking memory per match */
-#define PATH_CHARS 512
-/* 2^53: the largest count a double holds exactly, more than any string or array can have. */
-#define COUNT_MAX 9007199254740992.0
 
 /* Messages travel inside JSON to a model and into logs: after any truncation they must still
  * be one line of whole UTF-8 characters.  Clipping with "%.80s" can cut a character inside a
@@ -68,14 +51,7 @@ void schema_tidy(char *s)
 	}
 }
 
-/* A dotted path ("a.b[2].c") built in place while descending; clipped, never overflowing. */
-struct path {
-	char s[PATH_CHARS];
-	size_t len;
-};
-
-static size_t path_append(struct path *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static size_t path_append(struct path *p, const char *fmt, ...)
+size_t schema_path_append(struct path *p, const char *fmt, ...)
 {
 	size_t old = p->len;
 	size_t room = sizeof p->s - p->len;
@@ -90,31 +66,23 @@ static size_t path_append(struct path *p, const char *fmt, ...)
 	return old;
 }
 
-static size_t path_key(struct path *p, const char *key)
+size_t schema_path_key(struct path *p, const char *key)
 {
-	return path_append(p, "%s%s", p->len ? "." : "", key);
+	return schema_path_append(p, "%s%s", p->len ? "." : "", key);
 }
 
-static size_t path_index(struct path *p, size_t i)
+size_t schema_path_index(struct path *p, size_t i)
 {
-	return path_append(p, "[%zu]", i);
+	return schema_path_append(p, "[%zu]", i);
 }
 
-static void path_restore(struct path *p, size_t len)
+void schema_path_restore(struct path *p, size_t len)
 {
 	p->len = len;
 	p->s[len] = '\0';
 }
 
-/* A bounded string builder over the caller's err buffer. */
-struct msg {
-	char *s;
-	size_t cap;
-	size_t len;
-};
-
-static void msg_add(struct msg *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void msg_add(struct msg *m, const char *fmt, ...)
+void schema_msg_add(struct msg *m, const char *fmt, ...)
 {
 	if (m->cap == 0 || m->len >= m->cap - 1)
 		return;
@@ -127,13 +95,13 @@ static void msg_add(struct msg *m, const char *fmt, ...)
 }
 
 /* Start a message "path: " (or nothing for the root, where there is no name to give). */
-static struct msg msg_start(char *err, size_t errlen, const struct path *p)
+struct msg schema_msg_start(char *err, size_t errlen, const struct path *p)
 {
 	struct msg m = { err, errlen, 0 };
 	if (errlen)
 		err[0] = '\0';
 	if (p->len)
-		msg_add(&m, "%s: ", p->s);
+		schema_msg_add(&m, "%s: ", p->s);
 	return m;
 }
 
@@ -144,13 +112,13 @@ static void msg_json(struct msg *m, const cJSON *v)
 		return;   /* a quiet trial's: nobody reads it, and printing costs */
 	char *txt = cJSON_PrintUnformatted(v);
 	if (!txt) {
-		msg_add(m, "?");
+		schema_msg_add(m, "?");
 		return;
 	}
 	if (strlen(txt) > 60)
-		msg_add(m, "%.*s...", (int)utf8_clip(txt, strlen(txt), 57), txt);
+		schema_msg_add(m, "%.*s...", (int)utf8_clip(txt, strlen(txt), 57), txt);
 	else
-		msg_add(m, "%s", txt);
+		schema_msg_add(m, "%s", txt);
 	free(txt);
 }
 
@@ -170,17 +138,17 @@ static void msg_num(struct msg *m, double d)
 	if (m->cap == 0)
 		return;
 	if (schema_is_integral(d) && d < 1e15 && d > -1e15) {
-		msg_add(m, "%.0f", d);
+		schema_msg_add(m, "%.0f", d);
 		return;
 	}
 	char buf[32];
 	snprintf(buf, sizeof buf, "%.15g", d);
 	if (strtod(buf, NULL) != d)
 		snprintf(buf, sizeof buf, "%.17g", d);
-	msg_add(m, "%s", buf);
+	schema_msg_add(m, "%s", buf);
 }
 
-static const cJSON *get(const cJSON *obj, const char *key)
+const cJSON *schema_get(const cJSON *obj, const char *key)
 {
 	/* JSON keys are case-sensitive; cJSON_GetObjectItem is not. */
 	return cJSON_GetObjectItemCaseSensitive(obj, key);
@@ -196,7 +164,7 @@ static const char *const type_phrases[] = {
 };
 #define N_TYPES (sizeof type_names / sizeof type_names[0])
 
-static int type_index(const char *name)
+int schema_type_index(const char *name)
 {
 	for (size_t i = 0; i < N_TYPES; i++)
 		if (strcmp(type_names[i], name) == 0)
@@ -218,61 +186,7 @@ static int type_matches(int t, const cJSON *v)
 	}
 }
 
-
-/* ---- the compiled form ---------------------------------------------------------------- */
-
-struct node;
-
-struct nodes {
-	struct node **v;
-	size_t n;
-};
-
-struct prop {
-	const char *name;    /* borrowed from the schema's copy */
-	struct node *node;
-};
-
-struct pprop {
-	const char *src;     /* the pattern's text, for messages */
-	pcre2_code *re;
-	struct node *node;
-};
-
-/* One subschema.  Keywords with a scalar value are read from s when validating; those with
- * subschemas or compiled state have their own fields. */
-struct node {
-	const cJSON *s;      /* the schema object in the schema's copy; NULL: a boolean schema */
-	int verdict;         /* a boolean schema's value */
-	char *where;         /* path in the schema, for messages at load */
-	int format;          /* schemafmt index, or -1 */
-	const char *pattern_src;
-	pcre2_code *pattern;
-	const cJSON *ref_text;   /* "$ref" until resolved into ref */
-	struct node *ref, *items, *addl, *not_, *if_, *then_, *else_, *names, *contains;
-	struct nodes all, any, one, prefix;
-	struct prop *props;   size_t n_props;
-	struct pprop *pprops; size_t n_pprops;
-	struct prop *deps;    size_t n_deps;     /* dependentSchemas */
-	int mark;            /* in-place cycle search: 0 unseen, 1 on the path, 2 done */
-};
-
-struct anchor {
-	const char *name;
-	struct node *node;
-};
-
-struct schema {
-	cJSON *doc;                  /* the schema's own copy; nodes point into it */
-	struct node *root;
-	struct node **nodes;         /* every node, for freeing */
-	size_t n_nodes, cap_nodes;
-	struct anchor *anchors;
-	size_t n_anchors, cap_anchors;
-	pcre2_match_context *mctx;
-};
-
-static void node_free(struct node *n)
+void schema_node_free(struct node *n)
 {
 	if (!n)
 		return;
@@ -295,7 +209,7 @@ void schema_free(struct schema *sc)
 	if (!sc)
 		return;
 	for (size_t i = 0; i < sc->n_nodes; i++)
-		node_free(sc->nodes[i]);
+		schema_node_free(sc->nodes[i]);
 	free(sc->nodes);
 	free(sc->anchors);
 	pcre2_match_context_free(sc->mctx);
@@ -343,7 +257,7 @@ static int validate(struct vctx *cx, const struct node *n, const cJSON *v, int v
 static int vfail(struct vctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int vfail(struct vctx *cx, const char *fmt, ...)
 {
-	struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
+	struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
 	if (m.cap && m.len < m.cap - 1) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -357,7 +271,7 @@ static int vfail(struct vctx *cx, const char *fmt, ...)
 static int vabort(struct vctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int vabort(struct vctx *cx, const char *fmt, ...)
 {
-	struct msg m = msg_start(cx->top_err, cx->top_errlen, &cx->path);
+	struct msg m = schema_msg_start(cx->top_err, cx->top_errlen, &cx->path);
 	if (m.cap && m.len < m.cap - 1) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -379,18 +293,18 @@ static int spend(struct vctx *cx, unsigned long units)
 
 static int vfail_type(struct vctx *cx, const cJSON *type)
 {
-	struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-	msg_add(&m, "must be ");
+	struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+	schema_msg_add(&m, "must be ");
 	if (cJSON_IsString(type)) {
-		msg_add(&m, "%s", type_phrases[type_index(type->valuestring)]);
+		schema_msg_add(&m, "%s", type_phrases[schema_type_index(type->valuestring)]);
 		return V_FAIL;
 	}
 	int n = cJSON_GetArraySize(type), i = 0;
 	const cJSON *t;
 	cJSON_ArrayForEach(t, type) {
 		if (i > 0)
-			msg_add(&m, i == n - 1 ? " or " : ", ");
-		msg_add(&m, "%s", type_phrases[type_index(t->valuestring)]);
+			schema_msg_add(&m, i == n - 1 ? " or " : ", ");
+		schema_msg_add(&m, "%s", type_phrases[schema_type_index(t->valuestring)]);
 		i++;
 	}
 	return V_FAIL;
@@ -401,10 +315,10 @@ static int check_type(struct vctx *cx, const cJSON *type, const cJSON *v)
 	if (!type)
 		return 0;
 	if (cJSON_IsString(type))
-		return type_matches(type_index(type->valuestring), v) ? 0 : vfail_type(cx, type);
+		return type_matches(schema_type_index(type->valuestring), v) ? 0 : vfail_type(cx, type);
 	const cJSON *t;
 	cJSON_ArrayForEach(t, type)
-		if (type_matches(type_index(t->valuestring), v))
+		if (type_matches(schema_type_index(t->valuestring), v))
 			return 0;
 	return vfail_type(cx, type);
 }
@@ -452,28 +366,28 @@ static int json_equal(const cJSON *a, const cJSON *b)
 
 static int check_enum_const(struct vctx *cx, const cJSON *schema, const cJSON *v)
 {
-	const cJSON *en = get(schema, "enum"), *e;
+	const cJSON *en = schema_get(schema, "enum"), *e;
 	if (en) {
 		if (spend(cx, (unsigned long)cJSON_GetArraySize(en)))
 			return V_ABORT;
 		cJSON_ArrayForEach(e, en)
 			if (json_equal(v, e))
 				goto enum_ok;
-		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-		msg_add(&m, "must be one of ");
+		struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+		schema_msg_add(&m, "must be one of ");
 		int first = 1;
 		cJSON_ArrayForEach(e, en) {
-			msg_add(&m, first ? "" : ", ");
+			schema_msg_add(&m, first ? "" : ", ");
 			msg_json(&m, e);
 			first = 0;
 		}
 		return V_FAIL;
 	}
 enum_ok:;
-	const cJSON *c = get(schema, "const");
+	const cJSON *c = schema_get(schema, "const");
 	if (c && !json_equal(v, c)) {
-		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-		msg_add(&m, "must be exactly ");
+		struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+		schema_msg_add(&m, "must be exactly ");
 		msg_json(&m, c);
 		return V_FAIL;
 	}
@@ -499,7 +413,7 @@ static int check_number(struct vctx *cx, const cJSON *schema, double d)
 		{ "maximum", "<=", 1, 0 },  { "exclusiveMaximum", "<", 1, 1 },
 	};
 	for (size_t i = 0; i < sizeof bounds / sizeof bounds[0]; i++) {
-		const cJSON *b = get(schema, bounds[i].kw);
+		const cJSON *b = schema_get(schema, bounds[i].kw);
 		if (!b)
 			continue;
 		double lim = b->valuedouble;
@@ -507,23 +421,23 @@ static int check_number(struct vctx *cx, const cJSON *schema, double d)
 		int broken = bounds[i].sign < 0 ? (bounds[i].strict ? d <= lim : d < lim)
 		                                : (bounds[i].strict ? d >= lim : d > lim);
 		if (broken) {
-			struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-			msg_add(&m, "must be %s ", bounds[i].op);
+			struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+			schema_msg_add(&m, "must be %s ", bounds[i].op);
 			msg_num(&m, lim);
-			msg_add(&m, " (got ");
+			schema_msg_add(&m, " (got ");
 			msg_num(&m, d);
-			msg_add(&m, ")");
+			schema_msg_add(&m, ")");
 			return V_FAIL;
 		}
 	}
-	const cJSON *mo = get(schema, "multipleOf");
+	const cJSON *mo = schema_get(schema, "multipleOf");
 	if (mo && !is_multiple(d, mo->valuedouble)) {
-		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-		msg_add(&m, "must be a multiple of ");
+		struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+		schema_msg_add(&m, "must be a multiple of ");
 		msg_num(&m, mo->valuedouble);
-		msg_add(&m, " (got ");
+		schema_msg_add(&m, " (got ");
 		msg_num(&m, d);
-		msg_add(&m, ")");
+		schema_msg_add(&m, ")");
 		return V_FAIL;
 	}
 	return 0;
@@ -532,7 +446,7 @@ static int check_number(struct vctx *cx, const cJSON *schema, double d)
 static int check_count(struct vctx *cx, const cJSON *schema, const char *minkw, const char *maxkw,
                        size_t have, const char *one, const char *many)
 {
-	const cJSON *mn = get(schema, minkw), *mx = get(schema, maxkw);
+	const cJSON *mn = schema_get(schema, minkw), *mx = schema_get(schema, maxkw);
 	const char *word = NULL;
 	double lim = 0;
 	if (mn && (double)have < mn->valuedouble) {
@@ -544,10 +458,10 @@ static int check_count(struct vctx *cx, const cJSON *schema, const char *minkw, 
 	}
 	if (!word)
 		return 0;
-	struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-	msg_add(&m, "must have %s ", word);
+	struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+	schema_msg_add(&m, "must have %s ", word);
 	msg_num(&m, lim);
-	msg_add(&m, " %s (got %zu)", lim == 1 ? one : many, have);
+	schema_msg_add(&m, " %s (got %zu)", lim == 1 ? one : many, have);
 	return V_FAIL;
 }
 
@@ -555,9 +469,9 @@ static void msg_pattern(struct msg *m, const char *src)
 {
 	size_t n = strlen(src);
 	if (n > 60)
-		msg_add(m, "%.*s...", (int)utf8_clip(src, n, 57), src);
+		schema_msg_add(m, "%.*s...", (int)utf8_clip(src, n, 57), src);
 	else
-		msg_add(m, "%s", src);
+		schema_msg_add(m, "%s", src);
 }
 
 /* PCRE2 calls this at every pattern item it tries (patterns are compiled with automatic
@@ -592,10 +506,10 @@ static int match(struct vctx *cx, const pcre2_code *re, const char *src, const c
 		return 0;
 	if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21)
 		return vfail(cx, "must be valid UTF-8");
-	struct msg m = msg_start(cx->top_err, cx->top_errlen, &cx->path);
-	msg_add(&m, "validation stopped: the pattern ");
+	struct msg m = schema_msg_start(cx->top_err, cx->top_errlen, &cx->path);
+	schema_msg_add(&m, "validation stopped: the pattern ");
 	msg_pattern(&m, src);
-	msg_add(&m, " needs too much backtracking on this value (%s)",
+	schema_msg_add(&m, " needs too much backtracking on this value (%s)",
 	        rc == PCRE2_ERROR_CALLOUT || rc == PCRE2_ERROR_MATCHLIMIT ? "match limit"
 	        : rc == PCRE2_ERROR_DEPTHLIMIT ? "depth limit"
 	        : rc == PCRE2_ERROR_HEAPLIMIT ? "heap limit" : "matching failed");
@@ -614,8 +528,8 @@ static int validate_string(struct vctx *cx, const struct node *n, const cJSON *v
 		if (rc < 0)
 			return rc;
 		if (rc == 0) {
-			struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-			msg_add(&m, "must match the pattern ");
+			struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+			schema_msg_add(&m, "must match the pattern ");
 			msg_pattern(&m, n->pattern_src);
 			return V_FAIL;
 		}
@@ -645,7 +559,7 @@ static int trial(struct vctx *cx, const struct node *n, const cJSON *v, int vdep
 	cx->errlen = errlen;
 	if (rc == V_ABORT)
 		return V_ABORT;
-	path_restore(&cx->path, mark);
+	schema_path_restore(&cx->path, mark);
 	return rc;
 }
 
@@ -666,20 +580,20 @@ static int check_contains(struct vctx *cx, const struct node *n, const cJSON *ar
 	size_t hits = 0, i = 0;
 	const cJSON *el;
 	cJSON_ArrayForEach(el, arr) {
-		size_t mark = path_index(&cx->path, i++);
+		size_t mark = schema_path_index(&cx->path, i++);
 		int rc = trial(cx, n->contains, el, vdepth + 1, buf, sizeof buf);
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 		if (rc == V_ABORT)
 			return rc;
 		hits += rc == 0;
 	}
-	const cJSON *mn = get(n->s, "minContains"), *mx = get(n->s, "maxContains");
+	const cJSON *mn = schema_get(n->s, "minContains"), *mx = schema_get(n->s, "maxContains");
 	double lo = mn ? mn->valuedouble : 1;
 	if ((double)hits < lo || (mx && (double)hits > mx->valuedouble)) {
-		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-		msg_add(&m, "must contain %s ", (double)hits < lo ? "at least" : "at most");
+		struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+		schema_msg_add(&m, "must contain %s ", (double)hits < lo ? "at least" : "at most");
 		msg_num(&m, (double)hits < lo ? lo : mx->valuedouble);
-		msg_add(&m, " item%s matching \"contains\" (got %zu)",
+		schema_msg_add(&m, " item%s matching \"contains\" (got %zu)",
 		        ((double)hits < lo ? lo : mx->valuedouble) == 1 ? "" : "s", hits);
 		return V_FAIL;
 	}
@@ -770,22 +684,22 @@ static int validate_array(struct vctx *cx, const struct node *n, const cJSON *ar
 		return rc;
 	/* items: false after prefixItems says how long the array may be */
 	if (n->items && !n->items->s && !n->items->verdict && count > n->prefix.n) {
-		struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-		msg_add(&m, "must have at most %zu item%s (got %zu)", n->prefix.n,
+		struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+		schema_msg_add(&m, "must have at most %zu item%s (got %zu)", n->prefix.n,
 		        n->prefix.n == 1 ? "" : "s", count);
 		return V_FAIL;
 	}
 	const cJSON *el;
 	cJSON_ArrayForEach(el, arr) {
 		const struct node *sub = i < n->prefix.n ? n->prefix.v[i] : n->items;
-		size_t mark = path_index(&cx->path, i++);
+		size_t mark = schema_path_index(&cx->path, i++);
 		if (sub && (rc = validate(cx, sub, el, vdepth + 1)) != 0)
 			return rc;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	if (n->contains && (rc = check_contains(cx, n, arr, vdepth)) != 0)
 		return rc;
-	if (cJSON_IsTrue(get(n->s, "uniqueItems")))
+	if (cJSON_IsTrue(schema_get(n->s, "uniqueItems")))
 		return check_unique(cx, arr);
 	return 0;
 }
@@ -836,15 +750,15 @@ static int each_member_schema(struct vctx *cx, const struct node *n, cJSON *f, i
 
 static int fail_unknown(struct vctx *cx, const struct node *n)
 {
-	struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
-	msg_add(&m, "unknown field (allowed: ");
+	struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
+	schema_msg_add(&m, "unknown field (allowed: ");
 	for (size_t i = 0; i < n->n_props; i++)
-		msg_add(&m, "%s%s", i ? ", " : "", n->props[i].name);
+		schema_msg_add(&m, "%s%s", i ? ", " : "", n->props[i].name);
 	for (size_t i = 0; i < n->n_pprops; i++) {
-		msg_add(&m, "%snames matching ", i || n->n_props ? ", " : "");
+		schema_msg_add(&m, "%snames matching ", i || n->n_props ? ", " : "");
 		msg_pattern(&m, n->pprops[i].src);
 	}
-	msg_add(&m, "%s)", n->n_props || n->n_pprops ? "" : "none");
+	schema_msg_add(&m, "%s)", n->n_props || n->n_pprops ? "" : "none");
 	return V_FAIL;
 }
 
@@ -872,7 +786,7 @@ static int check_duplicates(struct vctx *cx, const cJSON *obj)
 	qsort(keys, n, sizeof *keys, cmp_str);
 	for (i = 1; i < n; i++) {
 		if (strcmp(keys[i - 1], keys[i]) == 0) {
-			path_key(&cx->path, keys[i]);
+			schema_path_key(&cx->path, keys[i]);
 			vfail(cx, "duplicate field");
 			goto fail;
 		}
@@ -886,20 +800,20 @@ fail:
 static int check_required(struct vctx *cx, const struct node *n, const cJSON *obj)
 {
 	const cJSON *r;
-	cJSON_ArrayForEach(r, get(n->s, "required")) {
-		if (get(obj, r->valuestring))
+	cJSON_ArrayForEach(r, schema_get(n->s, "required")) {
+		if (schema_get(obj, r->valuestring))
 			continue;
-		path_key(&cx->path, r->valuestring);
+		schema_path_key(&cx->path, r->valuestring);
 		return vfail(cx, "required");
 	}
 	const cJSON *dep, *d;
-	cJSON_ArrayForEach(dep, get(n->s, "dependentRequired")) {
-		if (!get(obj, dep->string))
+	cJSON_ArrayForEach(dep, schema_get(n->s, "dependentRequired")) {
+		if (!schema_get(obj, dep->string))
 			continue;
 		cJSON_ArrayForEach(d, dep) {
-			if (get(obj, d->valuestring))
+			if (schema_get(obj, d->valuestring))
 				continue;
-			path_key(&cx->path, d->valuestring);
+			schema_path_key(&cx->path, d->valuestring);
 			return vfail(cx, "required when %s is present", dep->string);
 		}
 	}
@@ -932,7 +846,7 @@ static int validate_object(struct vctx *cx, const struct node *n, const cJSON *o
 		return rc;
 	cJSON *f;
 	cJSON_ArrayForEach(f, obj) {
-		size_t mark = path_key(&cx->path, f->string);
+		size_t mark = schema_path_key(&cx->path, f->string);
 		if (n->names && (rc = check_name(cx, n, f, vdepth)) != 0)
 			return rc;
 		rc = each_member_schema(cx, n, f, vdepth, validate_member);
@@ -940,7 +854,7 @@ static int validate_object(struct vctx *cx, const struct node *n, const cJSON *o
 			return fail_unknown(cx, n);
 		if (rc)
 			return rc;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -950,7 +864,7 @@ static void note_branch(const struct vctx *cx, struct msg *acc, size_t i, const 
 {
 	if (cx->trials)
 		return;
-	msg_add(acc, "%s[%zu] %s", acc->len ? "; " : "", i, reason(cx, buf));
+	schema_msg_add(acc, "%s[%zu] %s", acc->len ? "; " : "", i, reason(cx, buf));
 }
 
 static int check_any(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth)
@@ -1022,7 +936,7 @@ static int validate_inplace(struct vctx *cx, const struct node *n, const cJSON *
 			return rc;
 	}
 	for (size_t i = 0; cJSON_IsObject(v) && i < n->n_deps; i++)
-		if (get(v, n->deps[i].name) && (rc = validate(cx, n->deps[i].node, v, vdepth)) != 0)
+		if (schema_get(v, n->deps[i].name) && (rc = validate(cx, n->deps[i].node, v, vdepth)) != 0)
 			return rc;
 	return 0;
 }
@@ -1032,7 +946,7 @@ static int validate_here(struct vctx *cx, const struct node *n, const cJSON *v, 
 	if (cJSON_IsNumber(v) && !isfinite(v->valuedouble))
 		return vfail(cx, "must be a finite number");
 	int rc;
-	if ((rc = check_type(cx, get(n->s, "type"), v)) != 0 ||
+	if ((rc = check_type(cx, schema_get(n->s, "type"), v)) != 0 ||
 	    (rc = check_enum_const(cx, n->s, v)) != 0)
 		return rc;
 	if (cJSON_IsNumber(v))
@@ -1087,8 +1001,8 @@ static int insert_defaults(struct vctx *cx, const struct node *n, cJSON *obj)
 {
 	for (size_t i = 0; i < n->n_props; i++) {
 		const struct node *p = n->props[i].node;
-		const cJSON *def = p->s ? get(p->s, "default") : NULL;
-		if (!def || get(obj, n->props[i].name))
+		const cJSON *def = p->s ? schema_get(p->s, "default") : NULL;
+		if (!def || schema_get(obj, n->props[i].name))
 			continue;
 		cJSON *copy = cJSON_Duplicate(def, 1);
 		if (!copy || !cJSON_AddItemToObject(obj, n->props[i].name, copy)) {
@@ -1117,22 +1031,22 @@ static int fill(struct vctx *cx, const struct node *n, cJSON *v, int vdepth)
 	if (rc == 0 && cJSON_IsObject(v) && (rc = insert_defaults(cx, n, v)) == 0) {
 		cJSON *f;
 		cJSON_ArrayForEach(f, v) {
-			size_t mark = path_key(&cx->path, f->string);
+			size_t mark = schema_path_key(&cx->path, f->string);
 			rc = each_member_schema(cx, n, f, vdepth, fill_member);
 			if (rc == V_ABORT)
 				break;
 			rc = 0;   /* unknown fields and names that are not UTF-8 are validate()'s to report */
-			path_restore(&cx->path, mark);
+			schema_path_restore(&cx->path, mark);
 		}
 	} else if (rc == 0 && cJSON_IsArray(v)) {
 		size_t i = 0;
 		cJSON *el;
 		cJSON_ArrayForEach(el, v) {
 			const struct node *sub = i < n->prefix.n ? n->prefix.v[i] : n->items;
-			size_t mark = path_index(&cx->path, i++);
+			size_t mark = schema_path_index(&cx->path, i++);
 			if (sub && (rc = fill(cx, sub, el, vdepth + 1)) != 0)
 				break;
-			path_restore(&cx->path, mark);
+			schema_path_restore(&cx->path, mark);
 		}
 	}
 	cx->frames--;
@@ -1164,7 +1078,7 @@ static int apply_node(struct vctx *cx, const struct node *n, cJSON *value)
 	cx->pattern_budget = PATTERN_STEPS + PATTERN_STEPS_PER_BYTE * bytes;
 	int rc = fill(cx, n, value, 0);
 	if (rc == 0) {
-		path_restore(&cx->path, 0);
+		schema_path_restore(&cx->path, 0);
 		rc = validate(cx, n, value, 0);
 	}
 	pcre2_match_data_free(cx->md);
@@ -1172,6 +1086,15 @@ static int apply_node(struct vctx *cx, const struct node *n, cJSON *value)
 	cx->md = NULL;
 	cx->mctx = NULL;
 	return rc ? -1 : 0;
+}
+
+int schema_apply_at(const struct schema *sc, const struct node *n, cJSON *value,
+                    char *err, size_t errlen)
+{
+	struct vctx cx = { .sc = sc, .err = err, .errlen = errlen, .top_err = err, .top_errlen = errlen };
+	if (errlen)
+		err[0] = '\0';
+	return apply_node(&cx, n, value);
 }
 
 int schema_apply(const struct schema *sc, cJSON *value, char *err, size_t errlen,
@@ -1257,7 +1180,7 @@ static int memo_put(struct memo *m, size_t count, const cJSON *k, struct node *v
 static int cfail(struct cctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int cfail(struct cctx *cx, const char *fmt, ...)
 {
-	struct msg m = msg_start(cx->err, cx->errlen, &cx->path);
+	struct msg m = schema_msg_start(cx->err, cx->errlen, &cx->path);
 	if (m.cap && m.len < m.cap - 1) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -1279,7 +1202,7 @@ static struct node *node_new(struct cctx *cx, const cJSON *s)
 	if (!n || !(n->where = strdup(cx->path.s)) ||
 	    grow((void **)&sc->nodes, &sc->cap_nodes, sc->n_nodes + 1, sizeof *sc->nodes) ||
 	    memo_put(&cx->memo, sc->n_nodes, s, n)) {
-		node_free(n);
+		schema_node_free(n);
 		cfail(cx, "out of memory");
 		return NULL;
 	}
@@ -1299,7 +1222,7 @@ static int sub(struct cctx *cx, const cJSON *kw, int depth, struct node **out)
 static int kw_type(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (cJSON_IsString(v)) {
-		if (type_index(v->valuestring) < 0)
+		if (schema_type_index(v->valuestring) < 0)
 			return cfail(cx, "unknown type \"%s\"", v->valuestring);
 		return 0;
 	}
@@ -1308,15 +1231,15 @@ static int kw_type(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 	size_t i = 0;
 	const cJSON *t;
 	cJSON_ArrayForEach(t, v) {
-		size_t mark = path_index(&cx->path, i++);
+		size_t mark = schema_path_index(&cx->path, i++);
 		if (!cJSON_IsString(t))
 			return cfail(cx, "must be a string");
-		if (type_index(t->valuestring) < 0)
+		if (schema_type_index(t->valuestring) < 0)
 			return cfail(cx, "unknown type \"%s\"", t->valuestring);
 		for (const cJSON *u = v->child; u != t; u = u->next)
 			if (strcmp(u->valuestring, t->valuestring) == 0)
 				return cfail(cx, "duplicate type \"%s\"", t->valuestring);
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1329,13 +1252,13 @@ static int name_list(struct cctx *cx, const cJSON *v)
 	size_t i = 0;
 	const cJSON *r;
 	cJSON_ArrayForEach(r, v) {
-		size_t mark = path_index(&cx->path, i++);
+		size_t mark = schema_path_index(&cx->path, i++);
 		if (!cJSON_IsString(r))
 			return cfail(cx, "must be a string");
 		for (const cJSON *u = v->child; u != r; u = u->next)
 			if (strcmp(u->valuestring, r->valuestring) == 0)
 				return cfail(cx, "duplicate name \"%s\"", r->valuestring);
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1365,7 +1288,7 @@ static int schema_map(struct cctx *cx, const cJSON *v, int depth, struct prop **
 		return cfail(cx, "out of memory");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, v) {
-		size_t mark = path_key(&cx->path, p->string);
+		size_t mark = schema_path_key(&cx->path, p->string);
 		if (has_member(v, p, p->string))
 			return cfail(cx, "duplicate %s", what);
 		struct node *c = compile(cx, p, depth + 1);
@@ -1375,7 +1298,7 @@ static int schema_map(struct cctx *cx, const cJSON *v, int depth, struct prop **
 			(*out)[i++] = (struct prop){ p->string, c };
 		if (nout)
 			*nout = i;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1401,12 +1324,12 @@ static int kw_dep_required(struct cctx *cx, struct node *n, const cJSON *v, int 
 		return cfail(cx, "must be an object mapping names to arrays of names");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, v) {
-		size_t mark = path_key(&cx->path, p->string);
+		size_t mark = schema_path_key(&cx->path, p->string);
 		if (has_member(v, p, p->string))
 			return cfail(cx, "duplicate name");
 		if (name_list(cx, p))
 			return -1;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1461,7 +1384,7 @@ static int kw_pattern_props(struct cctx *cx, struct node *n, const cJSON *v, int
 		return cfail(cx, "out of memory");
 	const cJSON *p;
 	cJSON_ArrayForEach(p, v) {
-		size_t mark = path_key(&cx->path, p->string);
+		size_t mark = schema_path_key(&cx->path, p->string);
 		if (has_member(v, p, p->string))
 			return cfail(cx, "duplicate pattern");
 		struct pprop *pp = &n->pprops[n->n_pprops];
@@ -1472,7 +1395,7 @@ static int kw_pattern_props(struct cctx *cx, struct node *n, const cJSON *v, int
 		n->n_pprops++;
 		if (!(pp->node = compile(cx, p, depth + 1)))
 			return -1;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1487,11 +1410,11 @@ static int schema_list(struct cctx *cx, const cJSON *v, int depth, struct nodes 
 		return cfail(cx, "out of memory");
 	const cJSON *s;
 	cJSON_ArrayForEach(s, v) {
-		size_t mark = path_index(&cx->path, i);
+		size_t mark = schema_path_index(&cx->path, i);
 		if (!(out->v[i++] = compile(cx, s, depth + 1)))
 			return -1;
 		out->n = i;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1655,11 +1578,11 @@ static int check_pairs(struct cctx *cx, const cJSON *s)
 		{ "minContains", "contains" }, { "maxContains", "contains" },
 	};
 	for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-		if (!get(s, pairs[i][0]) || get(s, pairs[i][1]))
+		if (!schema_get(s, pairs[i][0]) || schema_get(s, pairs[i][1]))
 			continue;
-		size_t mark = path_key(&cx->path, pairs[i][0]);
+		size_t mark = schema_path_key(&cx->path, pairs[i][0]);
 		cfail(cx, "has no effect without \"%s\"", pairs[i][1]);
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 		return -1;
 	}
 	return 0;
@@ -1668,12 +1591,12 @@ static int check_pairs(struct cctx *cx, const cJSON *s)
 /* A lower bound above its upper bound makes every value fail: say so at load, not per call. */
 static int check_order(struct cctx *cx, const cJSON *s, const char *lo, const char *hi)
 {
-	const cJSON *a = get(s, lo), *b = get(s, hi);
+	const cJSON *a = schema_get(s, lo), *b = schema_get(s, hi);
 	if (!a || !b || a->valuedouble <= b->valuedouble)
 		return 0;
-	size_t mark = path_key(&cx->path, lo);
+	size_t mark = schema_path_key(&cx->path, lo);
 	cfail(cx, "greater than %s", hi);
-	path_restore(&cx->path, mark);
+	schema_path_restore(&cx->path, mark);
 	return -1;
 }
 
@@ -1681,7 +1604,7 @@ static int check_keywords(struct cctx *cx, struct node *n, const cJSON *s, int d
 {
 	const cJSON *kw;
 	cJSON_ArrayForEach(kw, s) {
-		size_t mark = path_key(&cx->path, kw->string);
+		size_t mark = schema_path_key(&cx->path, kw->string);
 		/* A repeated keyword would be checked twice but enforced once. */
 		if (has_member(s, kw, kw->string))
 			return cfail(cx, "duplicate keyword");
@@ -1692,7 +1615,7 @@ static int check_keywords(struct cctx *cx, struct node *n, const cJSON *s, int d
 			return cfail(cx, "unsupported keyword \"%s\"", kw->string);
 		if (keywords[i].check(cx, n, kw, depth))
 			return -1;
-		path_restore(&cx->path, mark);
+		schema_path_restore(&cx->path, mark);
 	}
 	return 0;
 }
@@ -1777,7 +1700,7 @@ static const cJSON *pointer_get(const cJSON *doc, const char *p)
 		}
 		tok[n] = '\0';
 		if (cJSON_IsObject(cur)) {
-			cur = get(cur, tok);
+			cur = schema_get(cur, tok);
 		} else if (cJSON_IsArray(cur)) {
 			char *end;
 			unsigned long i = strtoul(tok, &end, 10);
@@ -1794,10 +1717,10 @@ static const cJSON *pointer_get(const cJSON *doc, const char *p)
 
 static void path_set(struct path *p, const char *where, const char *key)
 {
-	path_restore(p, 0);
-	path_append(p, "%s", where);
+	schema_path_restore(p, 0);
+	schema_path_append(p, "%s", where);
 	if (key)
-		path_key(p, key);
+		schema_path_key(p, key);
 }
 
 /* Point n->ref at the node its "$ref" names: the root ("#"), a JSON pointer ("#/$defs/a"),
@@ -1825,9 +1748,9 @@ static int resolve_ref(struct cctx *cx, struct node *n)
 		return cfail(cx, "\"%s\" names nothing in the schema", r);
 	if ((n->ref = memo_get(&cx->memo, target)) != NULL)
 		return 0;
-	path_restore(&cx->path, 0);
+	schema_path_restore(&cx->path, 0);
 	for (const char *p = frag + 1; *p; p++)
-		path_append(&cx->path, "%c", *p == '/' ? '.' : *p);
+		schema_path_append(&cx->path, "%c", *p == '/' ? '.' : *p);
 	return (n->ref = compile(cx, target, 0)) ? 0 : -1;
 }
 
@@ -1882,7 +1805,7 @@ static int check_defaults(struct cctx *cx)
 {
 	for (size_t i = 0; i < cx->sc->n_nodes; i++) {
 		struct node *n = cx->sc->nodes[i];
-		const cJSON *def = n->s ? get(n->s, "default") : NULL;
+		const cJSON *def = n->s ? schema_get(n->s, "default") : NULL;
 		if (!def)
 			continue;
 		path_set(&cx->path, n->where, "default");
@@ -1890,10 +1813,7 @@ static int check_defaults(struct cctx *cx)
 		if (!copy)
 			return cfail(cx, "out of memory");
 		char why[256];
-		struct vctx vx = { .sc = cx->sc, .err = why, .errlen = sizeof why,
-		                   .top_err = why, .top_errlen = sizeof why };
-		why[0] = '\0';
-		int rc = apply_node(&vx, n, copy);
+		int rc = schema_apply_at(cx->sc, n, copy, why, sizeof why);
 		cJSON_Delete(copy);
 		if (rc)
 			return cfail(cx, "does not satisfy the schema (%s)", why);
