@@ -17,7 +17,13 @@
  * pattern match (anyOf over $ref fan-out is exponential without it), a budget of PCRE2 steps
  * shared by every match (counted by callout), and PCRE2's heap limit per match.  Running out of any of them stops validation with a message that
  * says so; it never counts as a mere mismatch (under "not" that would turn into a pass).
- * Messages go into the caller's buffer, truncated if they do not fit; nothing here prints. */
+ * Messages go into the caller's buffer, truncated if they do not fit; nothing here prints.
+ *
+ * The work is split three ways, sharing proto/schema_int.h: schema_compile.c checks a schema
+ * and builds its nodes (keywords, $ref resolution, the in-place cycle search, PCRE2
+ * compilation, the defaults' own check); schema_validate.c fills in defaults and validates a
+ * value (budgets, pattern matching, the applicators); this file holds what both use (paths,
+ * messages, type names, freeing) and the small wrappers schema_check() and schema_validate(). */
 #include "proto/schema.h"
 #include "proto/schema_int.h"
 #include "proto/schemafmt.h"

@@ -46,6 +46,7 @@ static void msg_num(struct msg *m, double d)
 	schema_msg_add(m, "%s", buf);
 }
 
+/* Indexed by schema_type_index(): the same order as schema.c's type_names. */
 static const char *const type_phrases[] = {
 	"an object", "an array", "a string", "a number", "an integer", "a boolean", "null",
 };
