@@ -928,6 +928,77 @@ static void note(cJSON *arr, const char *fmt, ...)
 	cJSON_AddItemToArray(arr, cJSON_CreateString(buf));
 }
 
+/* Namespaces, the job's identity and the private root: what the host offers, minus the net
+ * namespace when the tool asked for the network.  Each mechanism the host lacks becomes a
+ * "degraded" note, so sandbox-check and the job's own record say how weak its confinement is
+ * instead of pretending.  0 or -errno. */
+static int plan_namespaces(struct sandbox_job *sj, const struct sandbox_paths *paths,
+                           cJSON *degraded, char *err, size_t errlen)
+{
+	const struct sandbox *sb = sj->sb;
+	int rc;
+	sj->flags = sb->ns_flags;
+	if (sj->network)
+		sj->flags &= ~(unsigned long long)CLONE_NEWNET;
+	if (!sb->ns_flags)
+		note(degraded, "no namespaces (%s): no private filesystem view, no PID namespace, "
+		     "no network namespace", sb->ns_note);
+	else if (!sj->network && !(sb->ns_flags & CLONE_NEWNET))
+		note(degraded, "no network namespace: network blocked by seccomp and Landlock only");
+	if ((rc = plan_identity(sj, paths, err, errlen)) < 0)
+		return rc;
+	if (sj->flags && sb->private_root) {
+		if ((rc = fs_plan_new(&sj->fs)) < 0) {
+			snprintf(err, errlen, "out of memory");
+			return rc;
+		}
+		if (!sb->proc)
+			note(degraded, "no /proc inside the sandbox (%s)", sb->fs_note);
+	} else if (sj->flags) {
+		note(degraded, "no private root (%s): files limited by Landlock only", sb->fs_note);
+	}
+	return 0;
+}
+
+/* The seccomp filter is built last: which syscalls it refuses depends on the profile, the
+ * network choice, whether a PID namespace exists and whether memfd and System V shm must be
+ * refused (no_shm: no memory cgroup counts their pages, see plan_cgroup).  A host without seccomp, or a filter that cannot be
+ * built, is a degraded note, not a failure; a tool that cannot run without it says so in
+ * sandbox.require. */
+static void plan_seccomp(struct sandbox_job *sj, cJSON *degraded)
+{
+	struct sandbox *sb = sj->sb;
+	if (sb->seccomp) {
+		char e[256] = "";
+		sj->filter = get_filter(sb, sj->profile == P_STRICT, sj->network,
+		                        (sj->flags & CLONE_NEWPID) != 0, sj->no_shm, e, sizeof e);
+		if (!sj->filter)
+			note(degraded, "seccomp: %s", e);
+	} else {
+		note(degraded, "no seccomp (%s)", sb->seccomp_note);
+	}
+}
+
+/* A tool's sandbox.require turns a degraded mechanism into a refusal: the job does not start
+ * with less confinement than its operator declared it needs.  0 or -ENOTSUP. */
+static int check_required(const struct sandbox_job *sj, const struct sandbox_policy *cfg,
+                          char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->n_require; i++) {
+		if (!require_met(sj, cfg->require[i])) {
+			snprintf(err, errlen, "the tool requires sandbox mechanism '%s', which %s",
+			         cfg->require[i], sj->profile == P_NONE ? "profile none does not use"
+			         : "this host cannot provide (forkpoint sandbox-check shows what it has)");
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+/* The plan is made whole here, before any fork: every choice the child will act on (and every
+ * refusal) is settled while errors can still be reported as text, since the child can only
+ * fail.  Order: limits, namespaces and identity, cgroup, rlimits, Landlock, paths, seccomp
+ * last, because the filter depends on what the earlier steps chose. */
 int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
                     const struct sandbox_paths *paths, struct sandbox_job **out,
                     char *err, size_t errlen)
@@ -954,27 +1025,8 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
 	sj->processes = cfg->max_processes > 0 ? cfg->max_processes : SB_DEFAULT_PROCESSES;
 	sj->file_mb = cfg->max_file_mb > 0 ? cfg->max_file_mb : SB_DEFAULT_FILE_MB;
 
-	/* Namespaces */
-	sj->flags = sb->ns_flags;
-	if (sj->network)
-		sj->flags &= ~(unsigned long long)CLONE_NEWNET;
-	if (!sb->ns_flags)
-		note(degraded, "no namespaces (%s): no private filesystem view, no PID namespace, "
-		     "no network namespace", sb->ns_note);
-	else if (!sj->network && !(sb->ns_flags & CLONE_NEWNET))
-		note(degraded, "no network namespace: network blocked by seccomp and Landlock only");
-	if ((rc = plan_identity(sj, paths, err, errlen)) < 0)
+	if ((rc = plan_namespaces(sj, paths, degraded, err, errlen)) < 0)
 		goto fail;
-	if (sj->flags && sb->private_root) {
-		if ((rc = fs_plan_new(&sj->fs)) < 0) {
-			snprintf(err, errlen, "out of memory");
-			goto fail;
-		}
-		if (!sb->proc)
-			note(degraded, "no /proc inside the sandbox (%s)", sb->fs_note);
-	} else if (sj->flags) {
-		note(degraded, "no private root (%s): files limited by Landlock only", sb->fs_note);
-	}
 
 	plan_cgroup(sj, paths, degraded);
 	if (!(sj->flags & CLONE_NEWPID) && !sj->cgc.kill)
@@ -998,27 +1050,11 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
 	if ((rc = plan_paths(sj, cfg, paths, err, errlen)) < 0)
 		goto fail;
 
-	/* Seccomp */
-	if (sb->seccomp) {
-		char e[256] = "";
-		sj->filter = get_filter(sb, sj->profile == P_STRICT, sj->network,
-		                        (sj->flags & CLONE_NEWPID) != 0, sj->no_shm, e, sizeof e);
-		if (!sj->filter)
-			note(degraded, "seccomp: %s", e);
-	} else {
-		note(degraded, "no seccomp (%s)", sb->seccomp_note);
-	}
+	plan_seccomp(sj, degraded);
 
 check:
-	for (size_t i = 0; i < cfg->n_require; i++) {
-		if (!require_met(sj, cfg->require[i])) {
-			snprintf(err, errlen, "the tool requires sandbox mechanism '%s', which %s",
-			         cfg->require[i], sj->profile == P_NONE ? "profile none does not use"
-			         : "this host cannot provide (forkpoint sandbox-check shows what it has)");
-			rc = -ENOTSUP;
-			goto fail;
-		}
-	}
+	if ((rc = check_required(sj, cfg, err, errlen)) < 0)
+		goto fail;
 	describe(sj, degraded);
 	degraded = NULL;
 	if (!sj->json) {
