@@ -431,6 +431,77 @@ static char *json_str_copy(const msgpack_object_str *s)
 	return c;
 }
 
+static cJSON *to_json(const msgpack_object *o, int depth);
+
+/* The members of an array one level down; NULL with errno (ENOMEM, or the member's reason). */
+static cJSON *array_to_json(const msgpack_object_array *a, int depth)
+{
+	cJSON *j = cJSON_CreateArray();
+	int err = ENOMEM;
+	if (!j)
+		goto fail;
+	for (uint32_t i = 0; i < a->size; i++) {
+		cJSON *c = to_json(&a->ptr[i], depth + 1);
+		if (!c) {
+			err = errno;
+			goto fail;
+		}
+		if (!cJSON_AddItemToArray(j, c)) {
+			cJSON_Delete(c);
+			goto fail;
+		}
+	}
+	return j;
+fail:
+	cJSON_Delete(j);
+	errno = err;
+	return NULL;
+}
+
+/* A map becomes an object only if every key is a string (EBADMSG otherwise): JSON has no
+ * other kind of key, and none is made up for it.  cJSON copies
+ * each key, so the NUL-terminated copy made for it is freed after each member. */
+static cJSON *map_to_json(const msgpack_object_map *m, int depth)
+{
+	cJSON *j = cJSON_CreateObject();
+	char *key = NULL;
+	int err = ENOMEM;
+	if (!j)
+		goto fail;
+	for (uint32_t i = 0; i < m->size; i++) {
+		const msgpack_object_kv *kv = &m->ptr[i];
+		if (kv->key.type != MSGPACK_OBJECT_STR) {
+			err = EBADMSG;
+			goto fail;
+		}
+		free(key);
+		if (!(key = json_str_copy(&kv->key.via.str))) {
+			err = errno;
+			goto fail;
+		}
+		cJSON *c = to_json(&kv->val, depth + 1);
+		if (!c) {
+			err = errno;
+			goto fail;
+		}
+		if (!cJSON_AddItemToObject(j, key, c)) {
+			cJSON_Delete(c);
+			goto fail;
+		}
+	}
+	free(key);
+	return j;
+fail:
+	cJSON_Delete(j);
+	free(key);
+	errno = err;
+	return NULL;
+}
+
+/* One msgpack value as cJSON, for a job's frames that the supervisor forwards as JSON: bin
+ * becomes base64 text, a non-finite float null (JSON has no NaN), ext is refused as not part
+ * of the protocol.  NULL with errno: ELOOP past FRAME_MAX_DEPTH, EILSEQ for a string that is
+ * not UTF-8 or holds a NUL, EBADMSG, ENOMEM.  Recursion is bounded by the depth check. */
 static cJSON *to_json(const msgpack_object *o, int depth)
 {
 	cJSON *j = NULL;
@@ -473,43 +544,15 @@ static cJSON *to_json(const msgpack_object *o, int depth)
 		j = cJSON_CreateString(tmp);
 		break;
 	case MSGPACK_OBJECT_ARRAY:
-		if (!(j = cJSON_CreateArray()))
+		if (!(j = array_to_json(&o->via.array, depth))) {
+			err = errno;
 			goto fail;
-		for (uint32_t i = 0; i < o->via.array.size; i++) {
-			cJSON *c = to_json(&o->via.array.ptr[i], depth + 1);
-			if (!c) {
-				err = errno;
-				goto fail;
-			}
-			if (!cJSON_AddItemToArray(j, c)) {
-				cJSON_Delete(c);
-				goto fail;
-			}
 		}
 		break;
 	case MSGPACK_OBJECT_MAP:
-		if (!(j = cJSON_CreateObject()))
+		if (!(j = map_to_json(&o->via.map, depth))) {
+			err = errno;
 			goto fail;
-		for (uint32_t i = 0; i < o->via.map.size; i++) {
-			const msgpack_object_kv *kv = &o->via.map.ptr[i];
-			if (kv->key.type != MSGPACK_OBJECT_STR) {
-				err = EBADMSG;
-				goto fail;
-			}
-			free(tmp);
-			if (!(tmp = json_str_copy(&kv->key.via.str))) {
-				err = errno;
-				goto fail;
-			}
-			cJSON *c = to_json(&kv->val, depth + 1);
-			if (!c) {
-				err = errno;
-				goto fail;
-			}
-			if (!cJSON_AddItemToObject(j, tmp, c)) {
-				cJSON_Delete(c);
-				goto fail;
-			}
 		}
 		break;
 	default:
