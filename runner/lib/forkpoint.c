@@ -193,14 +193,40 @@ static int note_cancel(fp_job *job, const struct frame *f)
 	return 0;
 }
 
-/* Take over the task data of a start frame; nothing changes unless all of it is valid. */
+/* The start frame's checkpoint (optional: a first attempt has none; an empty one is still
+ * one, so *have is what says) and the sequence number it was saved under (optional too).
+ * The bytes are copied: the frame's buffer is released once the start is applied.
+ * 0, -EPROTO for a field of the wrong type, -ENOMEM. */
+static int read_checkpoint(const msgpack_object *root, unsigned char **ckpt, size_t *cklen,
+                           int *have, int64_t *seq)
+{
+	const void *ck = NULL;
+	int rc = frame_get_bin(root, "checkpoint", &ck, cklen);
+	if (rc == 0) {
+		*have = 1;
+		if (!(*ckpt = malloc(*cklen ? *cklen : 1)))
+			return -ENOMEM;
+		if (*cklen)
+			memcpy(*ckpt, ck, *cklen);
+	} else if (rc != -ENOENT) {
+		return -EPROTO;
+	}
+	rc = frame_get_int(root, "checkpointSeq", seq);
+	if (rc < 0 && rc != -ENOENT)
+		return -EPROTO;
+	return 0;
+}
+
+/* Take over the task data of a start frame; nothing changes unless all of it is valid: every
+ * field is checked (UTF-8, ranges, types) and copied first, and only then do the copies replace
+ * the job's current data.  A version mismatch is its own error (-EPROTONOSUPPORT), so a job
+ * built against another protocol says so instead of misreading frames. */
 static int apply_start(fp_job *job, const struct frame *f)
 {
 	const msgpack_object *root = &f->root;
 	const char *s;
 	size_t len;
 	int64_t v;
-	const void *ck = NULL;
 	size_t cklen = 0;
 	int have_ck = 0, flag = 0;
 	int64_t seq = 0;
@@ -233,22 +259,8 @@ static int apply_start(fp_job *job, const struct frame *f)
 		goto fail;
 	if (!(args = cJSON_PrintUnformatted(j)))
 		goto nomem;
-	rc = frame_get_bin(root, "checkpoint", &ck, &cklen);
-	if (rc == 0) {
-		have_ck = 1;
-		if (!(ckpt = malloc(cklen ? cklen : 1)))
-			goto nomem;
-		if (cklen)
-			memcpy(ckpt, ck, cklen);
-	} else if (rc != -ENOENT) {
-		rc = -EPROTO;
+	if ((rc = read_checkpoint(root, &ckpt, &cklen, &have_ck, &seq)) < 0)
 		goto fail;
-	}
-	rc = frame_get_int(root, "checkpointSeq", &seq);
-	if (rc < 0 && rc != -ENOENT) {
-		rc = -EPROTO;
-		goto fail;
-	}
 	if (frame_get_bool(root, "cancelled", &flag) == 0 && flag && !job->cancelled) {
 		job->cancelled = 1;
 		if (!job->cancel_reason && !(job->cancel_reason = strdup("")))
