@@ -725,27 +725,11 @@ static int parse_cwd(struct ctx *cx, const cJSON *tool, const char *tp, struct t
 	return 0;
 }
 
-static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+/* A tool's name is what a model calls it by: it must be a valid MCP tool name and must not
+ * shadow a built-in tool, or configuring one would silently replace forkpoint's own. */
+static int parse_tool_name(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
 {
-	static const char *const keys[] = {
-		"name", "title", "description", "inputSchema", "outputSchema", "annotations",
-		"command", "cwd", "mode", "waitSeconds", "resume", "timeoutSeconds", "ttlSeconds",
-		"retries", "taskSupport", "sandbox", NULL,
-	};
-	static const char *const modes[] = { "task", "sync", "auto", NULL };
-	static const char *const resumes[] = { "checkpoint", "restart", "fail", NULL };
-	static const char *const supports[] = { "forbidden", "optional", "required", NULL };
 	char kp[KEYPATH];
-	int mode = TOOL_MODE_TASK, resume = RESUME_CHECKPOINT, support = -1;
-
-	t->wait_seconds = 10;
-	t->timeout_seconds = 3600;
-	t->ttl_seconds = 86400;
-	snprintf(t->sandbox.profile, sizeof t->sandbox.profile, "default");
-	t->max_checkpoint_mb = FRAME_CHECKPOINT_MB;
-	if (need_object(cx, v, tp) || check_keys(cx, v, tp, keys))
-		return -1;
-
 	key_path(kp, tp, "name");
 	if (!get(v, "name"))
 		return fail(cx, kp, "required");
@@ -757,13 +741,17 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	for (size_t i = 0; reserved_names[i]; i++)
 		if (strcmp(reserved_names[i], t->name) == 0)
 			return fail(cx, kp, "\"%s\" is the name of a built-in tool", t->name);
+	return 0;
+}
 
-	if (opt_str(cx, v, tp, "title", 0, &t->title) ||
-	    opt_str(cx, v, tp, "description", 0, &t->description))
-		return -1;
-
+/* The schemas are compiled here, at load, so a bad one stops the config with its path instead
+ * of failing the first call; a tool without inputSchema gets {"type": "object"}, which MCP
+ * requires tools/list to show and which still refuses non-object arguments. */
+static int parse_tool_schemas(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+{
+	char kp[KEYPATH];
 	const cJSON *in = get(v, "inputSchema"), *outs = get(v, "outputSchema"),
-	            *ann = get(v, "annotations"), *sb = get(v, "sandbox");
+	            *ann = get(v, "annotations");
 	key_path(kp, tp, "inputSchema");
 	if (in) {
 		if (parse_schema(cx, in, kp, &t->input_schema, &t->input_check))
@@ -784,10 +772,19 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	key_path(kp, tp, "annotations");
 	if (ann && parse_annotations(cx, ann, kp, &t->annotations))
 		return -1;
+	return 0;
+}
 
-	if (parse_command(cx, get(v, "command"), tp, t) || parse_cwd(cx, v, tp, t))
-		return -1;
-
+/* How a tool runs: mode, timings, retries and taskSupport.  taskSupport defaults from the
+ * mode (a sync tool cannot be a task); "required" with mode sync is refused, since no call
+ * could then succeed. */
+static int parse_tool_run(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+{
+	static const char *const modes[] = { "task", "sync", "auto", NULL };
+	static const char *const resumes[] = { "checkpoint", "restart", "fail", NULL };
+	static const char *const supports[] = { "forbidden", "optional", "required", NULL };
+	char kp[KEYPATH];
+	int mode = TOOL_MODE_TASK, resume = RESUME_CHECKPOINT, support = -1;
 	if (opt_enum(cx, v, tp, "mode", modes, &mode) ||
 	    opt_num(cx, v, tp, "waitSeconds", 0, 3600, &t->wait_seconds) ||
 	    opt_enum(cx, v, tp, "resume", resumes, &resume) ||
@@ -805,7 +802,40 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 		return fail(cx, kp, "\"required\" cannot be combined with \"mode\": \"sync\"");
 	}
 	t->task_support = (enum task_support)support;
+	return 0;
+}
 
+/* Unknown keys are refused (check_keys), so a misspelt option is an error at load rather than
+ * a default silently in force.  The defaults are set first so every parse below only
+ * overrides. */
+static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+{
+	static const char *const keys[] = {
+		"name", "title", "description", "inputSchema", "outputSchema", "annotations",
+		"command", "cwd", "mode", "waitSeconds", "resume", "timeoutSeconds", "ttlSeconds",
+		"retries", "taskSupport", "sandbox", NULL,
+	};
+	char kp[KEYPATH];
+
+	t->wait_seconds = 10;
+	t->timeout_seconds = 3600;
+	t->ttl_seconds = 86400;
+	snprintf(t->sandbox.profile, sizeof t->sandbox.profile, "default");
+	t->max_checkpoint_mb = FRAME_CHECKPOINT_MB;
+	if (need_object(cx, v, tp) || check_keys(cx, v, tp, keys))
+		return -1;
+	if (parse_tool_name(cx, v, tp, t))
+		return -1;
+	if (opt_str(cx, v, tp, "title", 0, &t->title) ||
+	    opt_str(cx, v, tp, "description", 0, &t->description))
+		return -1;
+	if (parse_tool_schemas(cx, v, tp, t))
+		return -1;
+	if (parse_command(cx, get(v, "command"), tp, t) || parse_cwd(cx, v, tp, t))
+		return -1;
+	if (parse_tool_run(cx, v, tp, t))
+		return -1;
+	const cJSON *sb = get(v, "sandbox");
 	key_path(kp, tp, "sandbox");
 	if (sb && parse_sandbox(cx, sb, kp, &t->sandbox, &t->max_checkpoint_mb))
 		return -1;
