@@ -698,6 +698,26 @@ static int open_log(struct job *j, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* The job's ends: the frame socketpair, the output pipe and /dev/null for stdin.  All
+ * CLOEXEC; spawn dups the child's ends into place.  On failure what was opened stays in the
+ * arrays for the caller to close.  0 or -errno. */
+static int open_ends(int sock[2], int pp[2], int *devnull, char *err, size_t errlen)
+{
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0 ||
+	    pipe2(pp, O_CLOEXEC) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "socketpair/pipe: %s", strerror(e));
+		return -e;
+	}
+	*devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (*devnull < 0) {
+		int e = errno;
+		snprintf(err, errlen, "/dev/null: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
 /* Watch a spawned job's descriptors: its end (pidfd), its frames (socket), its output, and
  * the exec pipe that reports a failure before exec.  On failure the caller frees the job:
  * job_free() kills and reaps the child and takes these back out of the loop.  0 or -errno. */
@@ -745,18 +765,8 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	}
 	if ((rc = open_log(j, spec->log_path, err, errlen)) < 0)
 		goto fail;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv_sock) < 0 ||
-	    pipe2(pp, O_CLOEXEC) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "socketpair/pipe: %s", strerror(errno));
+	if ((rc = open_ends(sv_sock, pp, &devnull, err, errlen)) < 0)
 		goto fail;
-	}
-	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (devnull < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "/dev/null: %s", strerror(errno));
-		goto fail;
-	}
 	if ((rc = plan_sandbox(sv, spec, j, err, errlen)) < 0)
 		goto fail;
 	struct spawn_req req = {
