@@ -66,6 +66,10 @@ void blob_sha256_hex(const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
 	io_hex(md, 32, hex);
 }
 
+/* Hashed from the descriptor with pread in HASH_BUF pieces, so a file of any size hashes in
+ * bounded memory and the file position of a shared fd is left alone.  A file shorter than len
+ * is -EIO: the caller stated the size it expects, and a digest of fewer bytes would name
+ * different content. */
 int blob_sha256_fd(int fd, uint64_t len, char hex[BLOB_HEX_LEN + 1])
 {
 	unsigned char *buf = malloc(HASH_BUF), md[EVP_MAX_MD_SIZE];
@@ -102,6 +106,8 @@ fail:
 
 /* ---- paths --------------------------------------------------------------------- */
 
+/* Every name that reaches a path is checked first: exactly 64 lowercase hex digits, so a
+ * name from a record or a client can never carry a '/' or ".." into blobs/. */
 static int hex_valid(const char *hex)
 {
 	if (hex == NULL)
@@ -121,6 +127,8 @@ static int blob_path(const char *state_dir, const char *hex, char *out, size_t o
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
+/* A rename or a new entry is durable only once the directory holding it is fsynced; the file's
+ * own fdatasync does not cover its name. */
 static int fsync_dir(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -152,6 +160,10 @@ static int fault_at(const struct blob_store *bs, const char *step)
 
 /* blob_put with an optional store (read only, so a worker thread may call it): its fault hook is consulted before each disk step, and
  * *added says whether a new file now exists (a dedup hit adds nothing). */
+/* Order: hash, dedup check, directories, temp file, write, fdatasync, rename, fsync of the
+ * directory.  The temp name lives in the final directory so the rename never crosses a file
+ * system, and a crash leaves either no blob or a whole one (a stray temp file at worst, which
+ * gc removes). */
 static int put_impl(const struct blob_store *bs, const char *state_dir, const void *data, size_t len,
 		    char hex[BLOB_HEX_LEN + 1], int *added)
 {
@@ -224,6 +236,8 @@ int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_
 	return put_impl(NULL, state_dir, data, len, hex, &added);
 }
 
+/* O_NOFOLLOW and the regular-file check: a name under blobs/ that is a link or a device is
+ * damage, reported as -EBADMSG, never followed. */
 int blob_open(const char *state_dir, const char *hex, int *fd, uint64_t *size)
 {
 	char path[PATH_MAX];
@@ -252,6 +266,7 @@ int blob_open(const char *state_dir, const char *hex, int *fd, uint64_t *size)
 	return 0;
 }
 
+/* lstat, for the same reason as blob_open's O_NOFOLLOW. */
 int blob_size(const char *state_dir, const char *hex, uint64_t *size)
 {
 	char path[PATH_MAX];
@@ -270,6 +285,8 @@ int blob_size(const char *state_dir, const char *hex, uint64_t *size)
 	return 0;
 }
 
+/* The digest is verified on every read: the name promises the content, and a disk that
+ * returned different bytes must make the read fail, not hand a job the wrong checkpoint. */
 int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
 {
 	char path[PATH_MAX], got[BLOB_HEX_LEN + 1];
@@ -386,6 +403,9 @@ static int gc_subdir(int topfd, const char *name, const char *const *keep, size_
 	return rc;
 }
 
+/* One bad subdirectory does not stop the collection: the first error is kept and returned
+ * after every other subdirectory has been tried, so a single unreadable folder cannot make
+ * the store grow without bound. */
 int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *removed)
 {
 	char top[PATH_MAX];
@@ -433,6 +453,8 @@ int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *re
 /* ---- the server's store --------------------------------------------------------------- */
 
 /* Bytes of every regular file under blobs/<xx>/. */
+/* Counted by walking the tree once, at start, rather than stored: the files themselves are
+ * the only record of what the store holds. */
 static int count_bytes(const char *state_dir, uint64_t *bytes)
 {
 	char top[PATH_MAX];
@@ -483,6 +505,8 @@ int blob_store_put(struct blob_store *bs, const void *data, size_t len, char hex
 	return rc;
 }
 
+/* The byte count is not touched here: this runs on a worker thread while the loop owns bs;
+ * the loop adds the bytes with blob_store_added() when it hears of completion. */
 int blob_store_write(const struct blob_store *bs, const void *data, size_t len,
                      char hex[BLOB_HEX_LEN + 1], int *added)
 {
@@ -498,6 +522,7 @@ void blob_store_added(struct blob_store *bs, uint64_t len)
 	bs->bytes += len;
 }
 
+/* A blob already gone is success: what the caller wants (no such blob) holds either way. */
 int blob_store_remove(struct blob_store *bs, const char *hex)
 {
 	char path[PATH_MAX];
@@ -517,6 +542,8 @@ int blob_store_remove(struct blob_store *bs, const char *hex)
 	return 0;
 }
 
+/* The count is taken afresh after gc instead of adjusted file by file: gc also removes temp
+ * files, and a recount cannot drift from what is on disk. */
 int blob_store_gc(struct blob_store *bs, const char *const *keep, size_t n, size_t *removed)
 {
 	int rc = blob_gc(bs->state_dir, keep, n, removed);
