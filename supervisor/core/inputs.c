@@ -14,6 +14,11 @@
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/workers.h"
 
+/* A copy, not a link: a later change to the original does not reach the job, and the job
+ * cannot write through to the original (the copy is 0444 as well).  copy_file_range lets the
+ * file system share extents or copy in the kernel; where it cannot (EXDEV across some file
+ * systems, ENOSYS, EOPNOTSUPP, EINVAL) the rest is copied by hand from the offset reached.  The temp name plus rename means the job never sees a half-copied input, and
+ * O_EXCL | O_NOFOLLOW keeps a planted link from receiving the bytes. */
 int inputs_copy_file(int src, int64_t size, int dirfd, const char *name, unsigned char *buf, size_t buflen)
 {
 	char tmp[NAME_MAX + 16];
@@ -82,6 +87,8 @@ struct inputs {
 	int rc;                     /* from the worker */
 };
 
+/* The descriptors are duplicated because the copies run later, possibly on a worker thread,
+ * after the caller has closed its own: the caller's lifetime and the copy's stay separate. */
 int inputs_add(struct inputs **list, int src, int64_t size, int dirfd, const char *name, const char *arg)
 {
 	struct inputs *l = *list;
@@ -125,6 +132,8 @@ void inputs_free(struct inputs *list)
 	free(list);
 }
 
+/* Retryable and internal: the model gave a valid argument, so a failed copy (a full disk, an
+ * I/O error) is the server's problem, not a wrong call. */
 cJSON *inputs_copy_error(const char *arg, int rc)
 {
 	char msg[NAME_MAX + 300];
@@ -157,6 +166,8 @@ static void copy_run(struct workers *w, void *arg)
 }
 
 /* The loop hears how the copies went; ran 0: the pool stopped before they were made. */
+/* Runs on the loop thread, which owns the task table, so done may look the task up.  Only a
+ * real failure gets an envelope; -ECANCELED means the server is exiting and nobody is told. */
 static void copy_done(void *arg, int ran)
 {
 	struct inputs *l = arg;
@@ -168,6 +179,8 @@ static void copy_done(void *arg, int ran)
 	inputs_free(l);
 }
 
+/* A refused submit (no pool, -ENOMEM, or a pool being freed) falls back to copying inline
+ * rather than failing the start: slower for the loop, but the task still starts. */
 void inputs_run(struct supervisor *sv, struct inputs *list, const char *task_id, inputs_done_fn done,
                 void *arg)
 {
