@@ -48,6 +48,10 @@ struct cctx {
 	size_t n_refs, cap_refs;
 };
 
+/* Keyed by the schema object's address: a $ref to an object already compiled must reach the
+ * same node (that is how cycles close), and addresses are unique within the schema's copy.
+ * Fibonacci hashing of the address spreads the allocator's aligned pointers over the table;
+ * linear probing keeps it a flat array. */
 static size_t memo_slot(const struct memo *m, const cJSON *k)
 {
 	size_t i = (size_t)(((uintptr_t)k >> 4) * 0x9E3779B97F4A7C15ULL) & (m->cap - 1);
@@ -61,6 +65,8 @@ static struct node *memo_get(const struct memo *m, const cJSON *k)
 	return m->cap ? m->vals[memo_slot(m, k)] : NULL;
 }
 
+/* The table is kept at most half full, so probes stay short; it doubles by rehashing every
+ * entry.  On ENOMEM the old table is left intact. */
 static int memo_put(struct memo *m, size_t count, const cJSON *k, struct node *v)
 {
 	if (count * 2 >= m->cap) {
@@ -89,6 +95,8 @@ static int memo_put(struct memo *m, size_t count, const cJSON *k, struct node *v
 	return 0;
 }
 
+/* Every load error carries the keyword path where it was found, so an operator can find the
+ * mistake in a long schema file. */
 static int cfail(struct cctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int cfail(struct cctx *cx, const char *fmt, ...)
 {
@@ -131,6 +139,8 @@ static int sub(struct cctx *cx, const cJSON *kw, int depth, struct node **out)
 	return (*out = compile(cx, kw, depth + 1)) ? 0 : -1;
 }
 
+/* A repeated type in the array form is refused: it changes nothing, so it is most likely a
+ * typo for another type. */
 static int kw_type(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (cJSON_IsString(v)) {
@@ -175,11 +185,15 @@ static int name_list(struct cctx *cx, const cJSON *v)
 	return 0;
 }
 
+/* Only the form is checked: required names need not be in properties, as the standard
+ * allows. */
 static int kw_required(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	return name_list(cx, v);
 }
 
+/* cJSON keeps duplicate keys; every caller uses this to refuse them, since only one of the
+ * two would ever be read. */
 static int has_member(const cJSON *obj, const cJSON *upto, const char *key)
 {
 	for (const cJSON *c = obj->child; c && c != upto; c = c->next)
@@ -225,6 +239,8 @@ static int kw_dep_schemas(struct cctx *cx, struct node *n, const cJSON *v, int d
 	return schema_map(cx, v, depth, &n->deps, &n->n_deps, "name");
 }
 
+/* $defs are compiled for their checks even when nothing refers to them: a broken definition
+ * is an error in the file whether or not it is used yet. */
 static int kw_defs(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	return schema_map(cx, v, depth, NULL, NULL, "name");
@@ -343,6 +359,8 @@ static int kw_else(struct cctx *cx, struct node *n, const cJSON *v, int d) { ret
 static int kw_names(struct cctx *cx, struct node *n, const cJSON *v, int d) { return sub(cx, v, d, &n->names); }
 static int kw_contains(struct cctx *cx, struct node *n, const cJSON *v, int d) { return sub(cx, v, d, &n->contains); }
 
+/* The draft-07 array form is refused with the 2020-12 name for it, not just "must be a
+ * schema": that is the usual reason a schema has it. */
 static int kw_items(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (cJSON_IsArray(v))
@@ -350,6 +368,8 @@ static int kw_items(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 	return sub(cx, v, depth, &n->items);
 }
 
+/* Counts above 2^53 cannot be held exactly by the double they arrive in, and no string or
+ * array can be that long anyway. */
 static int kw_count(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (!cJSON_IsNumber(v) || !schema_is_integral(v->valuedouble) || v->valuedouble < 0 ||
@@ -365,6 +385,7 @@ static int kw_number(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 	return 0;
 }
 
+/* Zero or a negative divisor has no meaning in JSON Schema and would divide by zero. */
 static int kw_multiple(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0)
@@ -382,6 +403,8 @@ static int kw_bool(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 	return cJSON_IsBool(v) ? 0 : cfail(cx, "must be true or false");
 }
 
+/* const and default take any JSON value; default is validated later, once the whole schema
+ * is compiled (check_defaults). */
 static int kw_any(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	return 0;
@@ -399,6 +422,8 @@ static int kw_examples(struct cctx *cx, struct node *n, const cJSON *v, int dept
 	return cJSON_IsArray(v) ? 0 : cfail(cx, "must be an array");
 }
 
+/* Only the formats schemafmt checks: an unknown format would be an annotation that looks
+ * like a constraint, which is exactly what this file refuses. */
 static int kw_format(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (!cJSON_IsString(v))
@@ -409,6 +434,9 @@ static int kw_format(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 	return 0;
 }
 
+/* Only references inside this schema: fetching a remote one at load would make a tool's
+ * behaviour depend on the network.  Resolution waits until the whole tree is compiled, since
+ * the target may come later in the text. */
 static int kw_ref(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	if (!cJSON_IsString(v))
@@ -423,6 +451,8 @@ static int kw_ref(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 	return 0;
 }
 
+/* The plain-name syntax of 2020-12's $anchor; two anchors of one name would make "#name"
+ * ambiguous. */
 static int kw_anchor(struct cctx *cx, struct node *n, const cJSON *v, int depth)
 {
 	struct schema *sc = cx->sc;
@@ -512,6 +542,8 @@ static int check_order(struct cctx *cx, const cJSON *s, const char *lo, const ch
 	return -1;
 }
 
+/* The keyword table is the list of what is enforced: a keyword not in it is refused with its
+ * name, so a schema never carries a constraint that silently does nothing. */
 static int check_keywords(struct cctx *cx, struct node *n, const cJSON *s, int depth)
 {
 	const cJSON *kw;
@@ -627,6 +659,7 @@ static const cJSON *pointer_get(const cJSON *doc, const char *p)
 	return *p ? NULL : cur;
 }
 
+/* Messages after the tree pass (refs, cycles, defaults) name the node's own path. */
 static void path_set(struct path *p, const char *where, const char *key)
 {
 	schema_path_restore(p, 0);
@@ -668,6 +701,8 @@ static int resolve_ref(struct cctx *cx, struct node *n)
 
 static int inplace_walk(struct cctx *cx, struct node *n, int depth);
 
+/* A child that is on the current path (inplace_walk returned 1) closes a cycle: reported at
+ * the node that made it, naming $ref when that is the edge. */
 static int walk_child(struct cctx *cx, struct node *n, struct node *c, int depth)
 {
 	if (!c)
@@ -733,6 +768,8 @@ static int check_defaults(struct cctx *cx)
 	return 0;
 }
 
+/* The heap limit bounds PCRE2's backtracking memory per match; made once per schema and
+ * copied per validation. */
 static pcre2_match_context *match_context(void)
 {
 	pcre2_match_context *m = pcre2_match_context_create(NULL);
@@ -742,6 +779,9 @@ static pcre2_match_context *match_context(void)
 	return m;
 }
 
+/* Order matters: the tree first (so every pointer target may be compiled on demand), then the
+ * references (which may compile more, and add more references, hence the growing loop), then
+ * the cycle search over the complete graph, then the defaults, which need everything. */
 struct schema *schema_compile(const cJSON *schema, char *err, size_t errlen)
 {
 	struct cctx cx = { .err = err, .errlen = errlen };

@@ -86,6 +86,8 @@ struct vctx {
 
 static int validate(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth);
 
+/* A mismatch: explained in cx->err, which inside a trial is the trial's own buffer (or no
+ * buffer at all when nested), so a branch that fails costs nothing to report. */
 static int vfail(struct vctx *cx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int vfail(struct vctx *cx, const char *fmt, ...)
 {
@@ -196,6 +198,8 @@ static int json_equal(const cJSON *a, const cJSON *b)
 	}
 }
 
+/* enum is charged one step per member: json_equal on a long enum is real work, and an enum
+ * applied through a $ref fan-out must not escape the budget. */
 static int check_enum_const(struct vctx *cx, const cJSON *schema, const cJSON *v)
 {
 	const cJSON *en = schema_get(schema, "enum"), *e;
@@ -238,6 +242,8 @@ static int is_multiple(double d, double m)
 	return fabs(q - nearbyint(q)) <= 1e-9 * fmax(1.0, fabs(q));
 }
 
+/* One table for the four bounds, so each message names the operator the schema used
+ * (">=" for minimum, ">" for exclusiveMinimum) and the value as JSON would print it. */
 static int check_number(struct vctx *cx, const cJSON *schema, double d)
 {
 	static const struct { const char *kw; const char *op; int sign; int strict; } bounds[] = {
@@ -275,6 +281,8 @@ static int check_number(struct vctx *cx, const cJSON *schema, double d)
 	return 0;
 }
 
+/* minLength/maxLength, minItems/maxItems, minProperties/maxProperties share this: the limits
+ * compile as whole numbers up to COUNT_MAX, so comparing them as doubles is exact. */
 static int check_count(struct vctx *cx, const cJSON *schema, const char *minkw, const char *maxkw,
                        size_t have, const char *one, const char *many)
 {
@@ -348,6 +356,8 @@ static int match(struct vctx *cx, const pcre2_code *re, const char *src, const c
 	return V_ABORT;
 }
 
+/* Lengths count code points, as JSON Schema defines them, not bytes: "é" is one character.
+ * The pattern runs after the cheap checks, since it is the expensive one. */
 static int validate_string(struct vctx *cx, const struct node *n, const cJSON *v)
 {
 	const char *s = v->valuestring;
@@ -406,6 +416,7 @@ static const char *reason(const struct vctx *cx, const char *buf)
 
 #define REASON_CHARS 160
 
+/* Each element is a quiet trial: a non-matching element is not an error, only a count. */
 static int check_contains(struct vctx *cx, const struct node *n, const cJSON *arr, int vdepth)
 {
 	char buf[REASON_CHARS];
@@ -699,6 +710,8 @@ static void note_branch(const struct vctx *cx, struct msg *acc, size_t i, const 
 	schema_msg_add(acc, "%s[%zu] %s", acc->len ? "; " : "", i, reason(cx, buf));
 }
 
+/* Stops at the first branch that matches (or aborts); the reasons of the failed branches are
+ * collected only for the outermost anyOf, where the message will show them. */
 static int check_any(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth)
 {
 	char buf[REASON_CHARS], text[320];
@@ -713,6 +726,8 @@ static int check_any(struct vctx *cx, const struct node *n, const cJSON *v, int 
 	return vfail(cx, "must match at least one schema in anyOf%s%s", cx->trials ? "" : ": ", text);
 }
 
+/* Unlike anyOf every branch must be tried, since a second match is the error; the message
+ * then names both matching branches so the user sees the overlap. */
 static int check_one(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth)
 {
 	char buf[REASON_CHARS], text[320];
@@ -773,6 +788,9 @@ static int validate_inplace(struct vctx *cx, const struct node *n, const cJSON *
 	return 0;
 }
 
+/* The keywords about v itself, before those that apply other schemas to it.  Non-finite
+ * numbers are refused first: cJSON reads 1e400 as infinity, which JSON cannot express and
+ * every bound would judge wrongly. */
 static int validate_here(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth)
 {
 	if (cJSON_IsNumber(v) && !isfinite(v->valuedouble))
@@ -804,6 +822,8 @@ static int enter(struct vctx *cx)
 	return rc;
 }
 
+/* Every subschema application goes through here, so the depth limit, the frame limit and the
+ * step budget hold whatever path through $ref, allOf or anyOf a schema takes. */
 static int validate(struct vctx *cx, const struct node *n, const cJSON *v, int vdepth)
 {
 	if (!n->s)
@@ -824,11 +844,14 @@ static int validate(struct vctx *cx, const struct node *n, const cJSON *v, int v
 
 static int fill(struct vctx *cx, const struct node *n, cJSON *v, int vdepth);
 
+/* The member_fn that each_member_schema calls during the defaults pass. */
 static int fill_member(struct vctx *cx, const struct node *sub, cJSON *f, int vdepth)
 {
 	return fill(cx, sub, f, vdepth + 1);
 }
 
+/* A deep copy per insertion: the schema's default stays intact for the next value, and the
+ * value owns what it holds.  Present properties are never touched, null included. */
 static int insert_defaults(struct vctx *cx, const struct node *n, cJSON *obj)
 {
 	for (size_t i = 0; i < n->n_props; i++) {
@@ -920,6 +943,8 @@ static int apply_node(struct vctx *cx, const struct node *n, cJSON *value)
 	return rc ? -1 : 0;
 }
 
+/* The entry for a node other than the root: schema_compile() checks each "default" against
+ * the subschema it belongs to. */
 int schema_apply_at(const struct schema *sc, const struct node *n, cJSON *value,
                     char *err, size_t errlen)
 {
