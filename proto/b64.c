@@ -30,8 +30,8 @@ size_t b64_encode(const void *in, size_t n, char *out)
 	return o;
 }
 
-/* 0..63 for alphabet characters, 64 for anything else. */
-/* A 256-entry table rather than range tests: every byte, including the ones above 0x7f that a
+/* 0..63 for alphabet characters, 64 for anything else.
+ * A 256-entry table rather than range tests: every byte, including the ones above 0x7f that a
  * signed char would make negative, indexes it safely, and 64 marks all of them as invalid with
  * one bit test per group. */
 static const unsigned char dec[256] = {

@@ -49,10 +49,10 @@ int io_read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* read or, with off >= 0, pread: both stop early only at end of file. */
-/* read or, with off >= 0, pread: both stop early only at end of file.  A short read from a regular file can happen on a signal, or on a network file system,
- * without meaning end of file; looping until 0 makes "fewer bytes than asked" mean exactly
- * that.  off is signed so that -1 selects read() without a second function. */
+/* read or, with off >= 0, pread: both stop early only at end of file.  A short read from a
+ * regular file can happen on a signal, or on a network file system, without meaning end of
+ * file; looping until 0 makes "fewer bytes than asked" mean exactly that.  off is signed so
+ * that -1 selects read() without a second function. */
 static ssize_t read_upto(int fd, void *buf, size_t len, int64_t off)
 {
 	unsigned char *p = buf;

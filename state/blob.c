@@ -5,6 +5,7 @@
  * built from them, so a caller-supplied name can never reach outside blobs/.
  * Every function returns 0 / -errno (blob_exists: 1 / 0) and prints nothing. */
 #include "state/blob.h"
+#include "state/layout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +21,7 @@
 
 #include "proto/io.h"
 
-#define BLOB_DIR "blobs"
+#define BLOB_DIR LAYOUT_BLOBS
 #define TMP_PREFIX ".tmp-"
 #define HASH_BUF (1u << 20)   /* blob_sha256_fd reads this much at a time */
 
@@ -123,8 +124,7 @@ static int hex_valid(const char *hex)
 /* <state>/blobs/<first two>/<all 64> */
 static int blob_path(const char *state_dir, const char *hex, char *out, size_t outlen)
 {
-	int n = snprintf(out, outlen, "%s/" BLOB_DIR "/%.2s/%s", state_dir, hex, hex);
-	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+	return layout_blob(out, outlen, state_dir, hex);
 }
 
 /* A rename or a new entry is durable only once the directory holding it is fsynced; the file's
@@ -159,8 +159,8 @@ static int fault_at(const struct blob_store *bs, const char *step)
 }
 
 /* blob_put with an optional store (read only, so a worker thread may call it): its fault hook is consulted before each disk step, and
- * *added says whether a new file now exists (a dedup hit adds nothing). */
-/* Order: hash, dedup check, directories, temp file, write, fdatasync, rename, fsync of the
+ * *added says whether a new file now exists (a dedup hit adds nothing).
+ * Order: hash, dedup check, directories, temp file, write, fdatasync, rename, fsync of the
  * directory.  The temp name lives in the final directory so the rename never crosses a file
  * system, and a crash leaves either no blob or a whole one (a stray temp file at worst, which
  * gc removes). */
@@ -452,8 +452,8 @@ int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *re
 
 /* ---- the server's store --------------------------------------------------------------- */
 
-/* Bytes of every regular file under blobs/<xx>/. */
-/* Counted by walking the tree once, at start, rather than stored: the files themselves are
+/* Bytes of every regular file under blobs/<xx>/.
+ * Counted by walking the tree once, at start, rather than stored: the files themselves are
  * the only record of what the store holds. */
 static int count_bytes(const char *state_dir, uint64_t *bytes)
 {

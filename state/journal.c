@@ -17,6 +17,7 @@
  * at most one line into err; informational lines go to the caller's log callback. */
 #include "state/journal.h"
 #include "state/crc32c.h"
+#include "state/layout.h"   /* the folder's name only: fuzz_journal links this file alone */
 #include "proto/io.h"
 
 #include <dirent.h>
@@ -1671,7 +1672,7 @@ int journal_open(const char *state_dir, const struct journal_opts *opts,
 								   : DEFAULT_SEGMENT_BYTES;
 	j->head_every_ms = opts != NULL && opts->head_interval_ms > 0 ? opts->head_interval_ms
 								      : HEAD_EVERY_MS;
-	if (asprintf(&j->dir, "%s/journal", state_dir) < 0) {
+	if (asprintf(&j->dir, "%s/" LAYOUT_JOURNAL, state_dir) < 0) {
 		j->dir = NULL;
 		rc = -ENOMEM;
 		goto fail;
@@ -1782,7 +1783,7 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 		*records = 0;
 	if (state_dir == NULL)
 		return -EINVAL;
-	if ((size_t)snprintf(dir, sizeof dir, "%s/journal", state_dir) >= sizeof dir)
+	if ((size_t)snprintf(dir, sizeof dir, "%s/" LAYOUT_JOURNAL, state_dir) >= sizeof dir)
 		return -ENAMETOOLONG;
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {

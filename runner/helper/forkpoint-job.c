@@ -97,8 +97,8 @@ static char *join_args(char **argv, int n)
 	return s;
 }
 
-/* Read all of stdin, refusing more than max bytes. */
-/* The buffer doubles up to max and one step past it, so the size limit is enforced while
+/* Read all of stdin, refusing more than max bytes.
+ * The buffer doubles up to max and one step past it, so the size limit is enforced while
  * reading: a script that pipes gigabytes by mistake fails fast instead of exhausting memory.
  * A short read ends the input only because io_read_upto returns short at end of file alone. */
 static int read_stdin(size_t max, unsigned char **out, size_t *outlen)
@@ -141,8 +141,8 @@ fail:
 	return rc;
 }
 
-/* The exit status after a command that does not itself wait: 3 if a cancel was seen. */
-/* Commands that only send (progress, checkpoint, log) still look at the cancel state the
+/* The exit status after a command that does not itself wait: 3 if a cancel was seen.
+ * Commands that only send (progress, checkpoint, log) still look at the cancel state the
  * library saw while sending, so a `set -e` script stops at its next step after a cancel.  A
  * detached run (no forkpoint) is never cancelled. */
 static int after(fp_job *job, int rc, const char *what)

@@ -93,8 +93,8 @@ static int start_server(struct client *c, const char *config, const char *state)
 	return 0;
 }
 
-/* Read one line from the server; NULL on EOF/error.  Caller frees. */
-/* Lines are split out of a buffer that keeps what follows the newline, since one read may
+/* Read one line from the server; NULL on EOF/error.  Caller frees.
+ * Lines are split out of a buffer that keeps what follows the newline, since one read may
  * hold several messages.  The timeout bounds a silent server; an interrupt ends the wait so
  * the caller sees Ctrl-C within one poll. */
 static char *read_line(struct client *c, int timeout_ms)
@@ -191,8 +191,8 @@ static void show_progress(struct client *c, double fraction, const char *msg)
 }
 
 /* Send a request and wait for its response; notifications seen meanwhile update the bar.
- * Returns the parsed response (caller frees) or NULL. */
-/* Responses are matched by id; anything else that arrives meanwhile (progress, logs, other
+ * Returns the parsed response (caller frees) or NULL.
+ * Responses are matched by id; anything else that arrives meanwhile (progress, logs, other
  * notifications) is read and dropped, except that progress redraws the bar.  Ten minutes
  * without a line is taken as a dead server. */
 static cJSON *request(struct client *c, const char *method, cJSON *params)

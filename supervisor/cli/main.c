@@ -155,7 +155,7 @@ static void on_turn(struct loop *l, void *arg)
 {
 	struct runctx *rc = arg;
 	struct supervisor *sv = rc->sv;
-	int err = sv->persist ? persist_commit(sv->persist) : 0;
+	int err = persist_commit(sv->persist);
 	if (err < 0) {
 		if (!rc->commit_failing)
 			fplog(&sv->log, FPLOG_CRITICAL, NULL, "journal commit failed (%s); answers that depend on it "
@@ -174,16 +174,13 @@ static void on_turn(struct loop *l, void *arg)
 	tasks_release(sv->tasks);
 	server_release(sv->server);
 	server_flush(sv->server);
-	if (sv->persist)
-		persist_maybe_compact(sv->persist);
+	persist_maybe_compact(sv->persist);
 }
 
 /* At shutdown: one last commit.  If it fails, what is held was never promised and is never
  * sent; but the caller must not claim a clean exit, so this says so on stderr. */
 static int shutdown_commit(struct supervisor *sv)
 {
-	if (!sv->persist)
-		return 0;
 	size_t pending = persist_pending(sv->persist);
 	int rc = persist_commit(sv->persist);
 	if (rc < 0) {

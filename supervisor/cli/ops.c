@@ -15,6 +15,7 @@
 #include "state/blob.h"
 #include "supervisor/mcp/facade.h"
 #include "state/journal.h"
+#include "state/layout.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/tasks.h"
 #include "proto/termsafe.h"
@@ -256,32 +257,32 @@ static void tl_add(struct timeline *tl, const char *s)
 	tl->len += n;
 }
 
-static void tap(void *arg, int type, const char *id, const msgpack_object *m)
+static void tap(void *arg, const struct store_rec *r)
 {
 	struct timeline *tl = arg;
-	if (strncmp(id, tl->want, strlen(tl->want)) != 0)
+	if (strncmp(r->task_id, tl->want, strlen(tl->want)) != 0)
 		return;
-	int64_t at = 0;
-	if (frame_get_int(m, "at", &at) < 0)
-		frame_get_int(m, "updated", &at);
+	int64_t at = r->type == STORE_REC_SNAP_TASK ? r->u.snap.updated : r->at;
 	char ts[64], line[1700], detail[400] = "";
 	facade_iso_time(at, ts);
-	const char *s;
-	size_t n;
-	int64_t v;
-	if (type == REC_START && frame_get_int(m, "attempt", &v) == 0)
-		snprintf(detail, sizeof detail, "attempt %lld", (long long)v);
-	else if ((type == REC_PROGRESS || type == REC_RETRY) && frame_get_str(m, "msg", &s, &n) == 0)
-		snprintf(detail, sizeof detail, "%.*s", (int)(n > 200 ? 200 : n), s);
-	else if (type == REC_CHECKPOINT && frame_get_int(m, "seq", &v) == 0)
-		snprintf(detail, sizeof detail, "seq %lld", (long long)v);
-	else if ((type == REC_ASK || type == REC_ANSWER) && frame_get_str(m, "qid", &s, &n) == 0)
-		snprintf(detail, sizeof detail, "question %.*s", (int)(n > 100 ? 100 : n), s);
-	else if (type == REC_FINISH && frame_get_str(m, "status", &s, &n) == 0)
-		snprintf(detail, sizeof detail, "%.*s", (int)(n > 30 ? 30 : n), s);
+	const char *s = NULL;
+	if (r->type == STORE_REC_START)
+		snprintf(detail, sizeof detail, "attempt %lld", (long long)r->u.start.attempt);
+	else if (r->type == STORE_REC_PROGRESS || r->type == STORE_REC_RETRY)
+		s = r->type == STORE_REC_PROGRESS ? r->u.progress.msg : r->u.retry.msg;
+	else if (r->type == STORE_REC_CHECKPOINT)
+		snprintf(detail, sizeof detail, "seq %lld", (long long)r->u.checkpoint.seq);
+	else if (r->type == STORE_REC_ASK && r->u.ask.qid)
+		snprintf(detail, sizeof detail, "question %.100s", r->u.ask.qid);
+	else if (r->type == STORE_REC_ANSWER && r->u.answer.qid)
+		snprintf(detail, sizeof detail, "question %.100s", r->u.answer.qid);
+	else if (r->type == STORE_REC_FINISH && r->u.finish.status)
+		snprintf(detail, sizeof detail, "%.30s", r->u.finish.status);
+	if (s)
+		snprintf(detail, sizeof detail, "%.200s", s);
 	/* The details are the job's words: one line each, whatever they hold. */
 	char *d = shown(detail, tl->raw);
-	snprintf(line, sizeof line, "  %s  %-10s %s\n", ts, persist_type_name(type), d ? d : "?");
+	snprintf(line, sizeof line, "  %s  %-10s %s\n", ts, store_rec_type_name(r->type), d ? d : "?");
 	free(d);
 	tl_add(tl, line);
 }
@@ -326,11 +327,9 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	if (t->checkpoint || t->checkpoint_blob[0]) {
 		/* Read-only views do not load blobs: take a blob's size from the file. */
 		size_t len = t->checkpoint_len;
-		struct stat bst;
-		char bpath[4400];
-		snprintf(bpath, sizeof bpath, "%s/blobs/%.2s/%s", v->sv.state_dir, t->checkpoint_blob, t->checkpoint_blob);
-		if (t->checkpoint_blob[0] && stat(bpath, &bst) == 0)
-			len = (size_t)bst.st_size;
+		uint64_t bsize;
+		if (t->checkpoint_blob[0] && blob_size(v->sv.state_dir, t->checkpoint_blob, &bsize) == 0)
+			len = (size_t)bsize;
 		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
 		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
 	}
@@ -443,7 +442,7 @@ int ops_logs(int argc, char **argv)
 	}
 	char path[4200], tid[33];
 	memcpy(tid, t->id, sizeof tid);
-	snprintf(path, sizeof path, "%s/tasks/%s/output.log", v.sv.state_dir, tid);
+	layout_task(path, sizeof path, v.sv.state_dir, tid, LAYOUT_TASK_LOG);
 	char *dir = strdup(v.sv.state_dir);
 	int terminal = TASK_TERMINAL(t->status);
 	view_close(&v);

@@ -39,14 +39,6 @@ struct ckpt_req {
 	int tries;
 };
 
-static void install(struct task *t, void *data, size_t len, int64_t seq)
-{
-	free(t->checkpoint);
-	t->checkpoint = data;
-	t->checkpoint_len = len;
-	t->checkpoint_seq = seq;
-}
-
 /* malloc'd copy of len bytes (at least 1 byte, so an empty checkpoint is not NULL). */
 static void *dup_bytes(const void *p, size_t len)
 {
@@ -56,18 +48,12 @@ static void *dup_bytes(const void *p, size_t len)
 	return d;
 }
 
-/* The inline path: the checkpoint replaces the old one in memory, then persist_checkpoint
- * stores and records it in this turn. */
+/* The inline path: stored (a large one as a blob), recorded and applied to the task in this
+ * turn (persist_checkpoint_rec). */
 static void store_now(struct supervisor *sv, struct task *t, const void *src, size_t len, int64_t seq,
                       ckpt_done_fn done)
 {
-	void *data = dup_bytes(src, len);
-	if (!data) {
-		done(t, len, seq, -ENOMEM);
-		return;
-	}
-	install(t, data, len, seq);
-	done(t, len, seq, sv->persist ? persist_checkpoint(sv->persist, t) : 0);
+	done(t, len, seq, persist_checkpoint_rec(sv->persist, t, src, len, seq, loop_wall_ms(), NULL, NULL));
 }
 
 /* Worker thread: write and sync the blob, then make the task's copy; nothing but the request
@@ -88,9 +74,9 @@ static void record(struct ckpt_req *r, int rc)
 {
 	struct persist *p = r->sv->persist;
 	if (rc == 0) {
-		install(r->t, r->data, r->len, r->seq);
+		/* The task takes the worker's copy (no second copy on the loop). */
+		rc = persist_checkpoint_rec(p, r->t, r->data, r->len, r->seq, loop_wall_ms(), r->hex, r->data);
 		r->data = NULL;
-		rc = persist_checkpoint_stored(p, r->t, r->hex);
 	}
 	free(r->data);
 	r->done(r->t, r->len, r->seq, rc);

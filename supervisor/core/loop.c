@@ -243,8 +243,8 @@ void loop_set_turn_hook(struct loop *l, loop_turn_cb cb, void *arg)
 	l->turn_arg = arg;
 }
 
-/* ms until the next live timer (-1 if none), capped at a minute; dead heads are freed. */
-/* Dead timers at the top are freed here, where lazy deletion catches up with them: a
+/* ms until the next live timer (-1 if none), capped at a minute; dead heads are freed.
+ * Dead timers at the top are freed here, where lazy deletion catches up with them: a
  * cancelled timer never makes the loop wake for nothing. */
 static int next_wait(struct loop *l)
 {
@@ -258,8 +258,8 @@ static int next_wait(struct loop *l)
 	return d > 60000 ? 60000 : (int)d;
 }
 
-/* Fire due timers; return ms until the next live one (-1 if none). */
-/* Each due timer is popped before its callback runs, so a callback may arm or cancel other
+/* Fire due timers; return ms until the next live one (-1 if none).
+ * Each due timer is popped before its callback runs, so a callback may arm or cancel other
  * timers (and the heap may reallocate) without disturbing this walk.  now is read once: a
  * timer armed for "now" by a callback waits for the next turn instead of starving fds. */
 static int run_timers(struct loop *l)

@@ -1,12 +1,15 @@
-/* supervisor/tasks.h — the task table and each task's lifecycle:
+/* supervisor/core/tasks.h — the task table and each task's lifecycle:
  *
  *   create → queued (status working, no job) → running (working) ⇄ input_required
  *          → completed | failed | cancelled        (terminal: never left, never re-entered)
  *
- * tasks.c owns every struct task and every transition; other modules read task fields and call
- * the functions below.  Each transition goes through one place (task_transition) so the journal
- * can record it before it is acknowledged.  Observers (the MCP server) hear of changes through
- * the hook set with tasks_set_observer. */
+ * The tasks module (tasks.c: table and transitions; task_sched.c: queue and jobs;
+ * task_frames.c: the job protocol; task_env.c, task_table.c, task_expiry.c) owns every struct
+ * task and every transition; other modules read task fields and call the functions below.
+ * Every change to a durable field is a store record (state/store.h), appended first and then
+ * applied by task_apply() (task_apply.h), the same function replay uses; a change whose record
+ * cannot be appended is not made.  Observers (the MCP server) hear of changes through the hook
+ * set with tasks_set_observer. */
 #ifndef FP_TASKS_H
 #define FP_TASKS_H
 
@@ -62,6 +65,9 @@ struct task {
 	size_t result_pending_len;
 	int result_pending_mcp;
 	int result_store_tries;
+	char pending_blob[65];        /* result_pending stored as this blob, not yet in a FINISH record */
+	uint64_t pending_blob_bytes;
+	char *pending_summary;        /* the large result's description, for its FINISH record */
 	struct loop_timer *store_timer;   /* the next attempt to store result_pending */
 	int cancel_requested;
 	char *cancel_reason;
@@ -116,7 +122,7 @@ int task_status_parse(const char *name);   /* -1 if unknown */
 /* Frames queued for jobs during this turn may go out now (after the journal commit). */
 void tasks_release(struct tasks *ts);
 
-/* ---- restoring from the journal (persist.c) --------------------------------------------- */
+/* ---- restoring from the journal (persist.c, through task_apply) ---------------------------- */
 /* A blank task with the given id, not yet in the table. */
 struct task *task_alloc(const char *id);
 void task_free(struct task *t);

@@ -11,6 +11,7 @@
 #include "supervisor/core/persist.h"
 #include "proto/schema.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/mcp/resources.h"
 
 #define POLL_MS    1000
 #define LIST_PAGE  50
@@ -265,7 +266,7 @@ cJSON *facade_view(struct supervisor *sv, const struct task *t)
 		if (!t->result && t->result_blob[0]) {
 			/* Kept in the blob store: name it, never load it here. */
 			char uri[200];
-			snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", t->id);
+			artifacts_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
 			cJSON_AddStringToObject(o, "resultUri", uri);
 			cJSON_AddNumberToObject(o, "resultBytes", (double)t->result_bytes);
 		} else {
@@ -333,7 +334,7 @@ cJSON *facade_final_result(struct supervisor *sv, const struct task *t)
 	if (t->status == TASK_COMPLETED && t->result_lost)
 		return facade_result_lost(t);
 	if (result_too_large(sv, t))
-		return transfer_result_link(sv->transfers, t);
+		return resources_result_link(t);
 	if (t->status == TASK_COMPLETED && t->result_is_mcp)
 		return cJSON_Duplicate(t->result, 1);
 	if (t->status == TASK_COMPLETED) {
@@ -365,7 +366,7 @@ static cJSON *do_get(struct supervisor *sv, struct task *t)
 	if (t->status == TASK_COMPLETED && t->result_lost)
 		return facade_result_lost(t);
 	if (result_too_large(sv, t))
-		return transfer_result_link(sv->transfers, t);
+		return resources_result_link(t);
 	return facade_result(facade_view(sv, t), 0);
 }
 

@@ -51,9 +51,9 @@ static int uri_ok(const char *uri, const char *task_id)
 	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
 		if (strlen(refused[i]) == n && strncasecmp(uri, refused[i], n) == 0)
 			return 0;
-	struct res_uri u;
+	struct artifacts_uri u;
 	if (strncasecmp(uri, "forkpoint:", 10) == 0)
-		return res_uri_parse(uri, &u) == 0 && strcmp(u.id, task_id) == 0;
+		return artifacts_uri_parse(uri, &u) == 0 && strcmp(u.id, task_id) == 0;
 	return 1;
 }
 

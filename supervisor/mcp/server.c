@@ -16,6 +16,8 @@
 #include "supervisor/mcp/session.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
+#include "supervisor/mcp/files.h"
+#include "supervisor/mcp/resources.h"
 
 #define MAX_LINE        (64u << 20)   /* a chunk upload of 256 KiB is ~350 KiB; leave room */
 #define TOOLS_PAGE      100
@@ -105,7 +107,7 @@ struct server {
 static void send_line(struct msess *ms, char *line)
 {
 	struct persist *p = ms->srv->sv->persist;
-	int now = ms->srv->answer_now || !p || persist_pending(p) == 0;
+	int now = ms->srv->answer_now || persist_pending(p) == 0;
 	if ((now ? session_send_now(ms->io, line) : session_send(ms->io, line)) < 0)
 		fplog(&ms->srv->sv->log, FPLOG_ERROR, NULL, "out of memory queueing a message");
 }
@@ -113,7 +115,7 @@ static void send_line(struct msess *ms, char *line)
 /* 1 if every task is durable as it is now: a list of them may then be answered at once. */
 static int all_durable(struct supervisor *sv)
 {
-	if (!sv->persist || persist_pending(sv->persist) == 0)
+	if (persist_pending(sv->persist) == 0)
 		return 1;
 	for (struct task *t = tasks_newest(sv->tasks); t; t = t->next)
 		if (!persist_task_durable(sv->persist, t))
@@ -667,11 +669,11 @@ int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, se
 {
 	struct supervisor *sv = srv->sv;
 	int rc = 1;
-	if ((facade_is_tool(name) || transfer_is_tool(name)) && builtin_gate(srv, name, args, result)) {
+	if ((facade_is_tool(name) || files_is_tool(name)) && builtin_gate(srv, name, args, result)) {
 		/* refused: storage is failing and this call would change something */
 	} else if (facade_is_tool(name)) {
 		*result = facade_call(sv, name, server_tool_schema(srv, name), args);
-	} else if (!transfer_is_tool(name)) {
+	} else if (!files_is_tool(name)) {
 		return 0;
 	} else if (sv->transfers) {
 		struct later_reply *lr = ms ? calloc(1, sizeof *lr) : NULL;
@@ -679,15 +681,15 @@ int server_run_builtin(struct server *srv, struct msess *ms, const cJSON *id, se
 			free(lr);
 			lr = NULL;
 		}
-		struct transfer_later later = { later_answer, later_drop, lr };
+		struct files_later later = { later_answer, later_drop, lr };
 		if (lr) {
 			lr->ms = ms;
 			lr->wrap = wrap;
 			lr->wrap_arg = wrap_arg;
 		}
 		unsigned long before = transfers_deferred(sv->transfers);
-		*result = transfer_call_later(sv->transfers, name, server_tool_schema(srv, name), args,
-		                              lr ? &later : NULL);
+		*result = files_call_later(sv->transfers, name, server_tool_schema(srv, name), args,
+		                           lr ? &later : NULL);
 		if (!*result && lr && transfers_deferred(sv->transfers) != before)
 			rc = 2;
 		else if (lr)
@@ -775,16 +777,16 @@ cJSON *server_resources(struct transfers *tr, const char *method, const cJSON *p
 	if (!tr)
 		return NULL;
 	if (strcmp(method, "resources/list") == 0)
-		return transfer_resources_list(tr, params, code, msg);
+		return resources_list(tr, params, code, msg);
 	if (strcmp(method, "resources/templates/list") == 0)
-		return transfer_resource_templates(tr);
+		return resources_templates(tr);
 	const cJSON *uri = cJSON_GetObjectItemCaseSensitive(params, "uri");
 	if (!cJSON_IsString(uri)) {
 		*code = RPC_INVALID_PARAMS;
 		*msg = "resources/read: params.uri must be a string";
 		return NULL;
 	}
-	return transfer_resource_read(tr, uri->valuestring, code, msg);
+	return resources_read(tr, uri->valuestring, code, msg);
 }
 
 static void m_tools_call(struct msess *ms, const cJSON *id, const cJSON *params)
@@ -1176,7 +1178,7 @@ struct server *server_new(struct supervisor *sv)
 	for (size_t i = 0; i < sv->cfg->n_tools; i++)
 		cJSON_AddItemToArray(srv->tools, configured_tool_def(&sv->cfg->tools[i]));
 	facade_list_tools(srv->tools);
-	transfer_list_tools(srv->tools);
+	files_list_tools(srv->tools);
 	srv->era = era2026_new(srv, sv);
 	if (!srv->era) {
 		cJSON_Delete(srv->tools);

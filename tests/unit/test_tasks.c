@@ -2,7 +2,9 @@
  * be appended (larger than the journal's record limit) is refused and leaves no task behind, in
  * memory or on disk, so a replay never meets a record for a task it has not seen created; a
  * normal create is replayed; an answer that cannot be recorded is not taken.  No job runs
- * (maxConcurrent is set to 0 after loading, so every task stays queued).
+ * there (maxConcurrent is set to 0 after loading, so every task stays queued).  With a free
+ * slot, a new task's job is not started before its create record is durable: it starts at
+ * the release after the commit.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
 #include "check.h"
 #include "supervisor/core/config.h"
@@ -10,6 +12,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/supervisor.h"
 #include "supervisor/core/tasks.h"
+#include "runner/sandbox/sandbox.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -51,6 +54,7 @@ static void env_close(struct env *e)
 {
 	persist_close(e->sv.persist);
 	tasks_free(e->sv.tasks);
+	sandbox_free(e->sv.sandbox);   /* made by the first job start */
 	loop_free(e->sv.loop);
 	config_free(e->sv.cfg);
 }
@@ -124,9 +128,37 @@ static void test_create(struct tally *t)
 	check_rm_rf(e.dir);
 }
 
+/* Before, tasks_create spawned the job in the same loop turn, while its create record was
+ * still only appended: a crash before the commit left a job that had acted for a task no
+ * replay would know. */
+static void test_start_after_commit(struct tally *t)
+{
+	struct env e;
+	check_tmpdir(e.dir, sizeof e.dir, "tasks-start");
+	snprintf(e.state, sizeof e.state, "%s/state", e.dir);
+	check_mkdir(e.state);
+	env_open(&e);
+	e.sv.cfg->server.max_concurrent = 1;
+	const struct tool_cfg *tool = &e.sv.cfg->tools[0];
+	struct task *tk = NULL;
+	int rc = tasks_create(e.sv.tasks, tool, args_of(10), &tk);
+	CHECKF(t, rc == 0 && tk, "create: %d", rc);
+	CHECKF(t, tk && tk->attempt == 0 && !tk->job && tk->queued,
+	       "not started before the commit (attempt %d, job %p)", tk ? tk->attempt : -1, tk ? (void *)tk->job : NULL);
+	CHECKF(t, tk && tasks_queue_position(e.sv.tasks, tk) == 0, "not reported as queued: a slot is free");
+	CHECKF(t, persist_commit(e.sv.persist) == 0, "commit");
+	tasks_release(e.sv.tasks);
+	CHECKF(t, tk && !tk->queued && (tk->attempt == 1 || TASK_TERMINAL(tk->status)),
+	       "started (or failed to) at the release after the commit: attempt %d", tk ? tk->attempt : -1);
+	CHECKF(t, tk && persist_task_durable(e.sv.persist, tk), "its start record is committed with it");
+	env_close(&e);
+	check_rm_rf(e.dir);
+}
+
 int main(void)
 {
 	struct tally t = { 0, 0 };
 	test_create(&t);
+	test_start_after_commit(&t);
 	return check_done(&t);
 }

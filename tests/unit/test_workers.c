@@ -562,17 +562,15 @@ struct tap_acc {
 	char blob[BLOB_HEX_LEN + 1];   /* the last checkpoint record's blob name */
 };
 
-static void tap_rec(void *arg, int type, const char *task_id, const msgpack_object *rec)
+static void tap_rec(void *arg, const struct store_rec *rec)
 {
 	struct tap_acc *a = arg;
-	if (!task_id || strcmp(task_id, a->id) != 0)
+	if (strcmp(rec->task_id, a->id) != 0)
 		return;
-	const char *hex;
-	size_t hl;
-	if (strcmp(persist_type_name(type), "checkpoint") == 0 && frame_get_str(rec, "blob", &hex, &hl) == 0)
-		snprintf(a->blob, sizeof a->blob, "%.*s", (int)hl, hex);
+	if (rec->type == STORE_REC_CHECKPOINT && rec->u.checkpoint.ckpt.blob)
+		snprintf(a->blob, sizeof a->blob, "%s", rec->u.checkpoint.ckpt.blob);
 	size_t n = strlen(a->names);
-	snprintf(a->names + n, sizeof a->names - n, "%s%s", n ? "," : "", persist_type_name(type));
+	snprintf(a->names + n, sizeof a->names - n, "%s%s", n ? "," : "", persist_type_name(rec->type));
 }
 
 static void journal_names(struct ck_env *e, const char *id, struct tap_acc *a)
@@ -600,6 +598,7 @@ static struct task *ck_start(struct tally *t, struct ck_env *e, struct fault *f)
 	bs->fault_arg = f;
 	struct task *tk = NULL;
 	int rc = tasks_create(e->sv.tasks, &e->sv.cfg->tools[0], cJSON_CreateObject(), &tk);
+	ck_turn(e->sv.loop, &e->sv);   /* the end of the turn: its job starts once it is durable */
 	CHECKF(t, rc == 0 && tk && tk->job, "the task starts its job: %d", rc);
 	if (!tk || !tk->job)
 		return NULL;
@@ -704,11 +703,13 @@ static void t_inputs_task(struct tally *t, struct ck_env *e)
 	cJSON_AddStringToObject(args, "file", "in.bin");
 	struct task *a = NULL, *b = NULL;
 	int rc = tasks_create(e->sv.tasks, &e->sv.cfg->tools[1], args, &a);
+	ck_turn(e->sv.loop, &e->sv);   /* the end of the turn: it starts once it is durable */
 	CHECKF(t, rc == 0 && a, "a task with an input file: %d", rc);
 	if (!a)
 		return;
 	CHECK(t, a->status == TASK_WORKING && !a->job && !a->queued, "its copy is queued on the pool; no job yet");
 	rc = tasks_create(e->sv.tasks, &e->sv.cfg->tools[0], cJSON_CreateObject(), &b);
+	ck_turn(e->sv.loop, &e->sv);
 	CHECK(t, rc == 0 && b && b->queued && !b->job, "the next task waits: the copying one holds the only slot");
 	CHECK(t, tasks_cancel(e->sv.tasks, a, "test") == 0 && a->status == TASK_CANCELLED, "cancelled while copying");
 	CHECK(t, b && b->queued, "the slot stays taken until the copy is done");
