@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include <cJSON.h>
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/views.h"
 #include "proto/jsonrpc.h"
 #include "proto/termsafe.h"
 #include "proto/io.h"
@@ -397,7 +397,7 @@ static int drive(struct client *c, const char *tool, cJSON *args, const char *ex
 	const cJSON *task = cJSON_GetObjectItem(sc, "taskId");
 	/* Only the server's own mark makes a task handle: a job's result may look like one. */
 	const cJSON *mark = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(resp, "result"), "_meta"), FACADE_HANDLE_META);
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(resp, "result"), "_meta"), VIEWS_HANDLE_META);
 	if (!cJSON_IsString(task) || !cJSON_IsString(mark) || strcmp(mark->valuestring, task->valuestring) != 0) {
 		/* A sync tool (or a failure before any task): the answer is the result. */
 		clear_bar(c);

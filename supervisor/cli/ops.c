@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "state/blob.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/views.h"
 #include "state/journal.h"
 #include "state/layout.h"
 #include "supervisor/core/persist.h"
@@ -64,16 +64,12 @@ static int view_open(struct view *v, const char *state, persist_tap tap, void *t
 	}
 	free(def);
 	def = NULL;
-	v->sv.loop = loop_new();
-	v->sv.tasks = v->sv.loop ? tasks_new(&v->sv) : NULL;
-	if (!v->sv.tasks) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto fail;
-	}
-	if (persist_open_tap(&v->sv, 1, tap, tap_arg, &v->p, err, sizeof err) < 0) {
+	const struct supervisor_opts so = { .read_only = 1, .tap = tap, .tap_arg = tap_arg };
+	if (supervisor_open(&v->sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "forkpoint: %s\n", err);
 		goto fail;
 	}
+	v->p = v->sv.persist;
 	return 0;
 fail:
 	free(def);
@@ -84,9 +80,7 @@ fail:
 /* Safe to call again, and after a failed view_open. */
 static void view_close(struct view *v)
 {
-	persist_close(v->p);
-	tasks_free(v->sv.tasks);
-	loop_free(v->sv.loop);
+	supervisor_close(&v->sv);
 	free(v->sv.state_dir);
 	memset(v, 0, sizeof *v);
 }
@@ -264,7 +258,7 @@ static void tap(void *arg, const struct store_rec *r)
 		return;
 	int64_t at = r->type == STORE_REC_SNAP_TASK ? r->u.snap.updated : r->at;
 	char ts[64], line[1700], detail[400] = "";
-	facade_iso_time(at, ts);
+	views_iso_time(at, ts);
 	const char *s = NULL;
 	if (r->type == STORE_REC_START)
 		snprintf(detail, sizeof detail, "attempt %lld", (long long)r->u.start.attempt);
@@ -314,9 +308,9 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	print_kv("tool", "", t->tool_name, raw);
 	printf("%-12s %s\n", "status", task_status_name(t->status));
 	printf("%-12s %d%s\n", "attempt", t->attempt, t->retries_used ? " (after retries)" : "");
-	facade_iso_time(t->created_ms, ts);
+	views_iso_time(t->created_ms, ts);
 	printf("%-12s %s\n", "created", ts);
-	facade_iso_time(t->updated_ms, ts);
+	views_iso_time(t->updated_ms, ts);
 	printf("%-12s %s\n", "updated", ts);
 	if (t->progress_msg || t->fraction >= 0) {
 		char b[40];
@@ -359,7 +353,7 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	if (t->error)
 		print_kv_json("error", t->error, raw);
 	if (TASK_TERMINAL(t->status)) {
-		facade_iso_time(t->expires_ms, ts);
+		views_iso_time(t->expires_ms, ts);
 		printf("%-12s %s\n", "expires", ts);
 	}
 }

@@ -9,7 +9,8 @@
 #include "proto/schema.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/transfer.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/toolresult.h"
+#include "supervisor/mcp/views.h"
 
 #define JSON_INT_MAX    9007199254740991.0   /* 2^53 - 1 */
 
@@ -18,7 +19,7 @@
 /* The handle every call but open takes. */
 static void handle_prop(cJSON *p)
 {
-	cJSON *h = facade_prop(p, "handle", "string", "The handle file_transfer_open returned.");
+	cJSON *h = toolresult_prop(p, "handle", "string", "The handle file_transfer_open returned.");
 	cJSON_AddNumberToObject(h, "minLength", 1);
 	cJSON_AddNumberToObject(h, "maxLength", 64);
 }
@@ -26,7 +27,7 @@ static void handle_prop(cJSON *p)
 /* A byte offset: 0 up to the largest integer JSON carries exactly. */
 static void offset_prop(cJSON *p, const char *desc)
 {
-	cJSON *q = facade_prop(p, "offset", "integer", desc);
+	cJSON *q = toolresult_prop(p, "offset", "integer", desc);
 	cJSON_AddNumberToObject(q, "minimum", 0);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
 }
@@ -37,7 +38,7 @@ static void offset_prop(cJSON *p, const char *desc)
 void files_list_tools(cJSON *arr)
 {
 	cJSON *s, *p, *q;
-	s = facade_tool_def(arr, "file_transfer_open", "Open a file upload or download",
+	s = toolresult_tool_def(arr, "file_transfer_open", "Open a file upload or download",
 		"Start moving a file in or out of the server without putting it in the conversation. "
 		"upload: the file is written at path (inside the server's file roots) by file_transfer_write "
 		"chunks and appears there at file_transfer_commit, checked against size and sha256. "
@@ -45,60 +46,60 @@ void files_list_tools(cJSON *arr)
 		"read it with file_transfer_read and compare its sha256. Transfers survive reconnects and "
 		"server restarts and expire 7 days after their last use.", 0, 0, 0);
 	p = cJSON_GetObjectItem(s, "properties");
-	q = facade_prop(p, "direction", "string", "upload (to the server) or download (from it).");
+	q = toolresult_prop(p, "direction", "string", "upload (to the server) or download (from it).");
 	cJSON *en = cJSON_AddArrayToObject(q, "enum");
 	cJSON_AddItemToArray(en, cJSON_CreateString("upload"));
 	cJSON_AddItemToArray(en, cJSON_CreateString("download"));
-	q = facade_prop(p, "path", "string", "File path: relative to the first file root, or absolute inside a root. "
+	q = toolresult_prop(p, "path", "string", "File path: relative to the first file root, or absolute inside a root. "
 	         "For downloads also a forkpoint://tasks/ID/artifacts/NAME URI.");
 	cJSON_AddNumberToObject(q, "minLength", 1);
 	cJSON_AddNumberToObject(q, "maxLength", 4096);
-	q = facade_prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
+	q = toolresult_prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
 	cJSON_AddNumberToObject(q, "minimum", 0);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	facade_prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
-	q = facade_prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
+	toolresult_prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
+	q = toolresult_prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
 	cJSON_AddBoolToObject(q, "default", 0);
-	facade_require(s, "direction", "path");
+	toolresult_require(s, "direction", "path");
 
-	s = facade_tool_def(arr, "file_transfer_write", "Write one upload chunk",
+	s = toolresult_tool_def(arr, "file_transfer_write", "Write one upload chunk",
 		"Send the next chunk of an upload: offset must be the nextOffset of the previous answer "
 		"(0 at first), data the chunk's bytes in base64 (chunkSize bytes recommended, at most 1 MiB). "
 		"On offset_mismatch resume at error.partial.cursor.", 0, 0, 0);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
 	offset_prop(p, "Byte offset of this chunk in the file: the current nextOffset.");
-	facade_prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
+	toolresult_prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
 	cJSON *r = cJSON_AddArrayToObject(s, "required");
 	cJSON_AddItemToArray(r, cJSON_CreateString("handle"));
 	cJSON_AddItemToArray(r, cJSON_CreateString("offset"));
 	cJSON_AddItemToArray(r, cJSON_CreateString("data"));
 
-	s = facade_tool_def(arr, "file_transfer_read", "Read one download chunk",
+	s = toolresult_tool_def(arr, "file_transfer_read", "Read one download chunk",
 		"Read bytes of a download: from offset (default: where the last read ended), length bytes "
 		"(default chunkSize, at most 1 MiB), returned as base64. At eof the answer carries the "
 		"whole file's sha256.", 1, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
 	offset_prop(p, "Byte offset to read from (default: nextOffset of the previous read).");
-	q = facade_prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
+	q = toolresult_prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
 	cJSON_AddNumberToObject(q, "minimum", 1);
 	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	facade_require(s, "handle", NULL);
+	toolresult_require(s, "handle", NULL);
 
-	s = facade_tool_def(arr, "file_transfer_commit", "Finish an upload",
+	s = toolresult_tool_def(arr, "file_transfer_commit", "Finish an upload",
 		"Check the uploaded bytes against the declared size and sha256 and move the file into place "
 		"atomically. Calling it again after success answers the same.", 0, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	facade_require(s, "handle", NULL);
+	toolresult_require(s, "handle", NULL);
 
-	s = facade_tool_def(arr, "file_transfer_status", "Show a transfer",
+	s = toolresult_tool_def(arr, "file_transfer_status", "Show a transfer",
 		"State of an upload or download: active, completed or failed, and nextOffset, the offset to "
 		"continue at. Use it after a reconnect or a failed call.", 1, 0, 1);
 	p = cJSON_GetObjectItem(s, "properties");
 	handle_prop(p);
-	facade_require(s, "handle", NULL);
+	toolresult_require(s, "handle", NULL);
 }
 
 int files_is_tool(const char *name)
@@ -127,7 +128,7 @@ static void add_common(cJSON *o, const struct transfer_reply *r)
 static void add_expiry(cJSON *o, const struct transfer_reply *r)
 {
 	char t[64];
-	facade_iso_time(r->expires_ms, t);
+	views_iso_time(r->expires_ms, t);
 	cJSON_AddStringToObject(o, "expiresAt", t);
 }
 
@@ -248,7 +249,7 @@ static cJSON *reply_result(struct transfers *tr, const struct transfer_reply *r)
 {
 	cJSON *o;
 	if (r->err.code[0])
-		return facade_failure(transfer_error_envelope(&r->err, transfers_roots(tr)));
+		return toolresult_failure(transfer_error_envelope(&r->err, transfers_roots(tr)));
 	switch (r->kind) {
 	case TRANSFER_OPENED: o = opened_view(r); break;
 	case TRANSFER_WRITTEN:
@@ -257,7 +258,7 @@ static cJSON *reply_result(struct transfers *tr, const struct transfer_reply *r)
 	case TRANSFER_DONE: o = committed_view(r); break;
 	default: o = status_view(tr, r); break;
 	}
-	return o ? facade_result(o, 0) : NULL;
+	return o ? toolresult_wrap(o, 0) : NULL;
 }
 
 /* ---- calls ------------------------------------------------------------------------------- */
@@ -267,7 +268,7 @@ static cJSON *invalid_param(const char *param, const char *hint, const char *msg
 {
 	struct transfer_error e;
 	transfer_error_param(&e, param, hint, msg);
-	return facade_failure(transfer_error_envelope(&e, NULL));
+	return toolresult_failure(transfer_error_envelope(&e, NULL));
 }
 
 /* A deferred answer on its way back: the reply becomes a CallToolResult for the caller's own
@@ -338,7 +339,7 @@ static int call_one(struct transfers *tr, const char *name, const cJSON *args, c
 		return transfer_status(tr, h->valuestring, r);
 	char msg[160];
 	snprintf(msg, sizeof msg, "Unknown transfer tool %.100s.", name);
-	*refused = facade_error("internal_error", msg, 0, "Call one of the file_transfer_* tools.");
+	*refused = toolresult_error("internal_error", msg, 0, "Call one of the file_transfer_* tools.");
 	return -1;
 }
 

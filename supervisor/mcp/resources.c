@@ -16,7 +16,8 @@
 #include "proto/b64.h"
 #include "state/blob.h"
 #include "state/layout.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/toolresult.h"
+#include "supervisor/mcp/views.h"
 #include "proto/frame.h"
 #include "proto/utf8.h"
 #include "supervisor/core/roots.h"
@@ -456,11 +457,11 @@ cJSON *resources_result_link(const struct task *t)
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
 	cJSON_AddNumberToObject(o, "attempt", t->attempt);
-	facade_iso_time(t->created_ms, ts);
+	views_iso_time(t->created_ms, ts);
 	cJSON_AddStringToObject(o, "createdAt", ts);
-	facade_iso_time(t->updated_ms, ts);
+	views_iso_time(t->updated_ms, ts);
 	cJSON_AddStringToObject(o, "updatedAt", ts);
-	facade_iso_time(t->expires_ms, ts);
+	views_iso_time(t->expires_ms, ts);
 	cJSON_AddStringToObject(o, "expiresAt", ts);
 	cJSON_AddStringToObject(o, "resultUri", uri);
 	cJSON_AddNumberToObject(o, "resultBytes", (double)bytes);
@@ -478,7 +479,7 @@ cJSON *resources_result_link(const struct task *t)
 		snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here. Read it with "
 		         "resources/read {uri: \"%s\"} when you need it, or fetch only the parts you need.", bytes, uri);
 	cJSON_AddStringToObject(o, "note", note);
-	cJSON *r = facade_result(o, 0);
+	cJSON *r = toolresult_wrap(o, 0);
 	cJSON *link = cJSON_CreateObject();
 	cJSON_AddStringToObject(link, "type", "resource_link");
 	cJSON_AddStringToObject(link, "uri", uri);

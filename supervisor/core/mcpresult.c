@@ -1,7 +1,7 @@
-/* supervisor/mcpresult.c — see mcpresult.h.  Each block is rebuilt from an allow-list of its
+/* supervisor/core/mcpresult.c — see mcpresult.h.  Each block is rebuilt from an allow-list of its
  * type's keys rather than filtered by a deny-list, so whatever MCP adds later reaches clients
  * only once it is listed here. */
-#include "supervisor/mcp/mcpresult.h"
+#include "supervisor/core/mcpresult.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "supervisor/mcp/resources.h"
+#include "supervisor/core/artifacts.h"
 
 /* Standard base64 with padding, as MCP's image, audio and blob fields carry. */
 static int base64_ok(const char *s)
