@@ -18,6 +18,12 @@
 #include "supervisor/core/transfer.h"
 #include "supervisor/core/workers.h"
 
+/* A copy, not a link: a later change to the original does not reach the job, and the job
+ * cannot write through to the original (the copy is 0444 as well).  copy_file_range lets the
+ * file system share extents or copy in the kernel; where it cannot (EXDEV across some file
+ * systems, ENOSYS, EOPNOTSUPP, EINVAL) the rest is copied by hand from the offset reached.
+ * The temp name plus rename means the job never sees a half-copied input, and
+ * O_EXCL | O_NOFOLLOW keeps a planted link from receiving the bytes. */
 int inputs_copy_file(int src, int64_t size, int dirfd, const char *name, unsigned char *buf, size_t buflen)
 {
 	char tmp[NAME_MAX + 16];
@@ -86,6 +92,8 @@ struct inputs {
 	int rc;                     /* from the worker */
 };
 
+/* The descriptors are duplicated because the copies run later, possibly on a worker thread,
+ * after the caller has closed its own: the caller's lifetime and the copy's stay separate. */
 int inputs_add(struct inputs **list, int src, int64_t size, int dirfd, const char *name, const char *arg)
 {
 	struct inputs *l = *list;
@@ -129,7 +137,9 @@ void inputs_free(struct inputs *list)
 	free(list);
 }
 
-/* A copy that failed, as its argument's failure (the same whether it was made now or later). */
+/* A copy that failed, as its argument's failure (the same whether it was made now or later).
+ * Retryable and internal: the model gave a valid argument, so a failed copy (a full disk, an
+ * I/O error) is the server's problem, not a wrong call. */
 static void copy_failure(struct transfer_error *e, const char *arg, int rc)
 {
 	transfer_error_set(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
@@ -167,7 +177,9 @@ static void copy_run(struct workers *w, void *arg)
 	copy_all(w, arg);
 }
 
-/* The loop hears how the copies went; ran 0: the pool stopped before they were made. */
+/* The loop hears how the copies went; ran 0: the pool stopped before they were made.
+ * Runs on the loop thread, which owns the task table, so done may look the task up.  Only a
+ * real failure gets an envelope; -ECANCELED means the server is exiting and nobody is told. */
 static void copy_done(void *arg, int ran)
 {
 	struct inputs *l = arg;
@@ -179,6 +191,8 @@ static void copy_done(void *arg, int ran)
 	inputs_free(l);
 }
 
+/* A refused submit (no pool, -ENOMEM, or a pool being freed) falls back to copying inline
+ * rather than failing the start: slower for the loop, but the task still starts. */
 void inputs_run(struct supervisor *sv, struct inputs *list, const char *task_id, inputs_done_fn done,
                 void *arg)
 {
