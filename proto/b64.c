@@ -1,10 +1,13 @@
-/* supervisor/b64.c — see b64.h. */
+/* proto/b64.c — see b64.h. */
 #include "proto/b64.h"
 
 #include <stdint.h>
 
 static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+/* Whole 3-byte groups first, then one padded group for the 1 or 2 bytes left, so the loop
+ * body has no branches.  Always padded: the strict decoder takes text with or without '=',
+ * and padded text is what every other base64 reader expects. */
 size_t b64_encode(const void *in, size_t n, char *out)
 {
 	const unsigned char *p = in;
@@ -27,7 +30,10 @@ size_t b64_encode(const void *in, size_t n, char *out)
 	return o;
 }
 
-/* 0..63 for alphabet characters, 64 for anything else. */
+/* 0..63 for alphabet characters, 64 for anything else.
+ * A 256-entry table rather than range tests: every byte, including the ones above 0x7f that a
+ * signed char would make negative, indexes it safely, and 64 marks all of them as invalid with
+ * one bit test per group. */
 static const unsigned char dec[256] = {
 	64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
 	64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64,
@@ -52,6 +58,10 @@ static unsigned char val(unsigned char c)
 	return dec[c];
 }
 
+/* Strict so that one byte string has exactly one text: upload chunks arrive in it, and a lax
+ * decoder (whitespace, stray padding, non-zero trailing bits) would let two texts mean the same
+ * chunk and a garbled chunk pass as a valid one.  The failing offset is reported so the
+ * client's error message can point at the character. */
 ssize_t b64_decode(const char *in, size_t len, void *out, size_t *bad_at)
 {
 	unsigned char *o = out;

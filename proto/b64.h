@@ -1,4 +1,4 @@
-/* supervisor/b64.h — base64 (RFC 4648, standard alphabet) for chunks carried in JSON strings.
+/* proto/b64.h — base64 (RFC 4648, standard alphabet) for chunks carried in JSON strings.
  * Decoding is strict: only the alphabet, '=' padding at the very end (optional), no whitespace,
  * no bits set past the data.  Both functions write into caller buffers and never allocate. */
 #ifndef FP_B64_H

@@ -1,6 +1,7 @@
 /* proto/frame.c — see frame.h.  The decoder never trusts a count or a length it has not
  * proved against the bytes actually present; msgpack-c only ever sees checked payloads. */
 #include "proto/frame.h"
+#include "proto/b64.h"
 #include "proto/io.h"
 #include "proto/utf8.h"
 
@@ -19,6 +20,8 @@ struct walk_level {
 	bool is_map;
 };
 
+/* msgpack lengths and counts are big-endian, 1 to 8 bytes; the caller has proved the n bytes
+ * are present. */
 static uint64_t be_n(const unsigned char *p, size_t n)
 {
 	uint64_t v = 0;
@@ -187,6 +190,9 @@ static int zone_start(struct frame *f, size_t len, char **buf)
 	return 0;
 }
 
+/* The payload is checked structurally before msgpack-c sees it, then copied into the frame's
+ * own zone: the decoded objects point into that copy, so the frame stays valid after the
+ * caller's buffer is reused. */
 int frame_decode(const void *payload, size_t len, struct frame *f)
 {
 	char *copy;
@@ -207,6 +213,9 @@ int frame_decode(const void *payload, size_t len, struct frame *f)
 	return rc;
 }
 
+/* The length is checked against max_frame before anything is allocated for it, so a peer
+ * cannot make this process reserve 4 GiB with four bytes.  Zero-length frames are refused:
+ * every frame is a map with at least a type. */
 int frame_read(int fd, size_t max_frame, struct frame *f)
 {
 	unsigned char hdr[FRAME_HEADER_BYTES];
@@ -242,6 +251,8 @@ void frame_release(struct frame *f)
 	memset(f, 0, sizeof *f);
 }
 
+/* A linear scan: frames are small maps.  Keys compare by length and bytes, so a key holding a
+ * NUL never matches a shorter C string. */
 const msgpack_object *frame_get(const msgpack_object *map, const char *key)
 {
 	if (!map || !key || map->type != MSGPACK_OBJECT_MAP)
@@ -256,6 +267,8 @@ const msgpack_object *frame_get(const msgpack_object *map, const char *key)
 	return NULL;
 }
 
+/* Never NULL and never a string with a NUL in it: the result goes straight into strcmp
+ * dispatch and log messages. */
 const char *frame_type(const struct frame *f, char *buf, size_t buflen)
 {
 	if (!buf || buflen == 0)
@@ -353,6 +366,8 @@ int frame_get_double(const msgpack_object *map, const char *key, double *v)
 	}
 }
 
+/* A str is accepted where bin is expected: encoders of the old MessagePack format have no bin
+ * type and send bytes as str. */
 int frame_get_bin(const msgpack_object *map, const char *key, const void **p, size_t *len)
 {
 	const msgpack_object *o = frame_get(map, key);
@@ -384,31 +399,15 @@ int frame_get_bool(const msgpack_object *map, const char *key, int *v)
 
 /* ---- msgpack → JSON -------------------------------------------------------- */
 
+/* bin values become base64 text when a frame is turned into JSON (JSON has no bytes): a
+ * malloc'd copy through proto/b64's encoder, NULL when it cannot be allocated. */
 static char *base64_encode(const unsigned char *p, size_t len)
 {
-	static const char tbl[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
 		return NULL;
-	char *out = malloc((len + 2) / 3 * 4 + 1);
-	if (!out)
-		return NULL;
-	size_t o = 0, i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = tbl[(v >> 6) & 63];
-		out[o++] = tbl[v & 63];
-	}
-	if (i < len) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-		out[o++] = '=';
-	}
-	out[o] = '\0';
+	char *out = malloc(B64_ENCODED_SIZE(len));
+	if (out)
+		b64_encode(p, len, out);
 	return out;
 }
 
@@ -431,6 +430,77 @@ static char *json_str_copy(const msgpack_object_str *s)
 	return c;
 }
 
+static cJSON *to_json(const msgpack_object *o, int depth);
+
+/* The members of an array one level down; NULL with errno (ENOMEM, or the member's reason). */
+static cJSON *array_to_json(const msgpack_object_array *a, int depth)
+{
+	cJSON *j = cJSON_CreateArray();
+	int err = ENOMEM;
+	if (!j)
+		goto fail;
+	for (uint32_t i = 0; i < a->size; i++) {
+		cJSON *c = to_json(&a->ptr[i], depth + 1);
+		if (!c) {
+			err = errno;
+			goto fail;
+		}
+		if (!cJSON_AddItemToArray(j, c)) {
+			cJSON_Delete(c);
+			goto fail;
+		}
+	}
+	return j;
+fail:
+	cJSON_Delete(j);
+	errno = err;
+	return NULL;
+}
+
+/* A map becomes an object only if every key is a string (EBADMSG otherwise): JSON has no
+ * other kind of key, and none is made up for it.  cJSON copies
+ * each key, so the NUL-terminated copy made for it is freed after each member. */
+static cJSON *map_to_json(const msgpack_object_map *m, int depth)
+{
+	cJSON *j = cJSON_CreateObject();
+	char *key = NULL;
+	int err = ENOMEM;
+	if (!j)
+		goto fail;
+	for (uint32_t i = 0; i < m->size; i++) {
+		const msgpack_object_kv *kv = &m->ptr[i];
+		if (kv->key.type != MSGPACK_OBJECT_STR) {
+			err = EBADMSG;
+			goto fail;
+		}
+		free(key);
+		if (!(key = json_str_copy(&kv->key.via.str))) {
+			err = errno;
+			goto fail;
+		}
+		cJSON *c = to_json(&kv->val, depth + 1);
+		if (!c) {
+			err = errno;
+			goto fail;
+		}
+		if (!cJSON_AddItemToObject(j, key, c)) {
+			cJSON_Delete(c);
+			goto fail;
+		}
+	}
+	free(key);
+	return j;
+fail:
+	cJSON_Delete(j);
+	free(key);
+	errno = err;
+	return NULL;
+}
+
+/* One msgpack value as cJSON, for a job's frames that the supervisor forwards as JSON: bin
+ * becomes base64 text, a non-finite float null (JSON has no NaN), ext is refused as not part
+ * of the protocol.  NULL with errno: ELOOP past FRAME_MAX_DEPTH, EILSEQ for a string that is
+ * not UTF-8 or holds a NUL, EBADMSG, ENOMEM.  Recursion is bounded by the depth check. */
 static cJSON *to_json(const msgpack_object *o, int depth)
 {
 	cJSON *j = NULL;
@@ -473,43 +543,15 @@ static cJSON *to_json(const msgpack_object *o, int depth)
 		j = cJSON_CreateString(tmp);
 		break;
 	case MSGPACK_OBJECT_ARRAY:
-		if (!(j = cJSON_CreateArray()))
+		if (!(j = array_to_json(&o->via.array, depth))) {
+			err = errno;
 			goto fail;
-		for (uint32_t i = 0; i < o->via.array.size; i++) {
-			cJSON *c = to_json(&o->via.array.ptr[i], depth + 1);
-			if (!c) {
-				err = errno;
-				goto fail;
-			}
-			if (!cJSON_AddItemToArray(j, c)) {
-				cJSON_Delete(c);
-				goto fail;
-			}
 		}
 		break;
 	case MSGPACK_OBJECT_MAP:
-		if (!(j = cJSON_CreateObject()))
+		if (!(j = map_to_json(&o->via.map, depth))) {
+			err = errno;
 			goto fail;
-		for (uint32_t i = 0; i < o->via.map.size; i++) {
-			const msgpack_object_kv *kv = &o->via.map.ptr[i];
-			if (kv->key.type != MSGPACK_OBJECT_STR) {
-				err = EBADMSG;
-				goto fail;
-			}
-			free(tmp);
-			if (!(tmp = json_str_copy(&kv->key.via.str))) {
-				err = errno;
-				goto fail;
-			}
-			cJSON *c = to_json(&kv->val, depth + 1);
-			if (!c) {
-				err = errno;
-				goto fail;
-			}
-			if (!cJSON_AddItemToObject(j, tmp, c)) {
-				cJSON_Delete(c);
-				goto fail;
-			}
 		}
 		break;
 	default:
@@ -545,6 +587,8 @@ struct jbuf {
 	size_t len, cap, max;
 };
 
+/* The limit is checked before growing, so an oversized result fails without the memory
+ * being taken first; the +1 keeps room for the final NUL. */
 static int jb_reserve(struct jbuf *b, size_t n)
 {
 	if (n > b->max - b->len)
@@ -622,6 +666,8 @@ static int jb_double(struct jbuf *b, double d)
 	return n > 0 ? jb_put(b, num, (size_t)n) : -EINVAL;
 }
 
+/* The same mapping as to_json(), written directly as text: a job's result goes to the client
+ * as JSON text without building a cJSON tree of it first. */
 static int jb_value(struct jbuf *b, const msgpack_object *o, int depth)
 {
 	char num[32];
@@ -706,6 +752,8 @@ int frame_to_json_text(const msgpack_object *o, size_t max, char **out, size_t *
 	return 0;
 }
 
+/* For bytes the supervisor embeds in JSON it writes by hand (a stored result read as a
+ * resource): the same escaping as jb_string, so the two never disagree. */
 int frame_json_quote(const char *s, size_t n, char **out, size_t *outlen)
 {
 	struct jbuf b = { .max = SIZE_MAX - 1 };
@@ -739,6 +787,7 @@ struct frame_reader {
 /* A reader that has just returned a big frame keeps no big buffer around while idle. */
 #define READER_KEEP_BYTES (64u << 10)
 
+/* The cap is clamped to UINT32_MAX because a header cannot announce more. */
 struct frame_reader *frame_reader_new(size_t max_frame)
 {
 	struct frame_reader *r = calloc(1, sizeof *r);
@@ -831,6 +880,9 @@ int frame_reader_feed(struct frame_reader *r, const void *buf, size_t len)
 	return rc;
 }
 
+/* Frames are popped one at a time so the caller can stop (pause a job's input) between any
+ * two; a decode error poisons the reader, since the stream cannot be resynchronised after a
+ * bad frame. */
 int frame_reader_next(struct frame_reader *r, struct frame *f)
 {
 	memset(f, 0, sizeof *f);
@@ -877,6 +929,8 @@ void frame_map_begin(struct frame_map *m, size_t nkeys)
 	msgpack_pack_map(&m->pk, nkeys);
 }
 
+/* Room for the length header is left at the front and filled in by frame_finish(), once the
+ * payload's size is known: one buffer, one write. */
 void frame_begin(msgpack_sbuffer *sbuf, msgpack_packer *pk)
 {
 	static const char zero[FRAME_HEADER_BYTES];
@@ -901,6 +955,7 @@ int frame_finish(msgpack_sbuffer *sbuf)
 	return 0;
 }
 
+/* NULL packs as nil, so an optional field may be passed straight through. */
 void frame_pack_str(msgpack_packer *pk, const char *s)
 {
 	if (!s) {
@@ -943,6 +998,9 @@ void frame_pack_kv_bin(msgpack_packer *pk, const char *key, const void *p, size_
 	msgpack_pack_bin_with_body(pk, p, len);
 }
 
+/* Whole numbers become msgpack integers so a job reading them gets an int, not a float;
+ * non-finite numbers become nil as cJSON would print them.  Raw values are refused: their
+ * text was never parsed, so nothing here can say what they hold. */
 static int pack_json(msgpack_packer *pk, const cJSON *v, int depth)
 {
 	if (cJSON_IsNull(v))

@@ -1,4 +1,4 @@
-/* proto/wire.c — see wire.h. */
+/* proto/io.c — see io.h. */
 #include "proto/io.h"
 
 #include <errno.h>
@@ -9,6 +9,9 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+/* write() may return short on a pipe, a socket or a signal-interrupted call; a caller that
+ * assumed otherwise would corrupt the frame stream.  EINTR is retried here so no caller has
+ * to: the job library runs inside programs whose signal handlers it does not control. */
 int io_write_full(int fd, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
@@ -25,6 +28,9 @@ int io_write_full(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* EOF before len is -EPIPE, not a short count: every caller reads a fixed-size unit (a frame
+ * header, a record) where half of one is as good as none, and a peer that hung up mid-unit is
+ * a broken connection. */
 int io_read_full(int fd, void *buf, size_t len)
 {
 	unsigned char *p = buf;
@@ -43,7 +49,10 @@ int io_read_full(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* read or, with off >= 0, pread: both stop early only at end of file. */
+/* read or, with off >= 0, pread: both stop early only at end of file.  A short read from a
+ * regular file can happen on a signal, or on a network file system, without meaning end of
+ * file; looping until 0 makes "fewer bytes than asked" mean exactly that.  off is signed so
+ * that -1 selects read() without a second function. */
 static ssize_t read_upto(int fd, void *buf, size_t len, int64_t off)
 {
 	unsigned char *p = buf;
@@ -68,6 +77,7 @@ ssize_t io_read_upto(int fd, void *buf, size_t len)
 	return read_upto(fd, buf, len, -1);
 }
 
+/* Offsets beyond INT64_MAX cannot be an off_t: refused rather than wrapped negative. */
 ssize_t io_pread_upto(int fd, void *buf, size_t len, uint64_t off)
 {
 	if (off > INT64_MAX)
@@ -97,6 +107,8 @@ int io_pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+/* Hex, not base64, for ids and digests: the text is safe in file names, URLs and logs
+ * without escaping. */
 void io_hex(const void *bytes, size_t n, char *out)
 {
 	static const char digits[] = "0123456789abcdef";
@@ -108,6 +120,9 @@ void io_hex(const void *bytes, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
+/* getrandom() with flags 0 blocks only until the kernel's pool is first initialised, and
+ * reads of up to 256 bytes are then never short (getrandom(2)); the loop is for the EINTR
+ * that can still come while it blocks at boot. */
 int io_random_hex(char out[33])
 {
 	unsigned char raw[16];
@@ -125,6 +140,8 @@ int io_random_hex(char out[33])
 	return 0;
 }
 
+/* Capacity doubles, so appending n bytes one at a time costs O(n) in total; the overflow check
+ * refuses a size that doubling would wrap. */
 static int wbuf_reserve(struct wbuf *b, size_t n)
 {
 	if (b->cap - b->len >= n)
@@ -162,6 +179,8 @@ int wbuf_append(struct wbuf *b, const void *p, size_t n)
 	return 0;
 }
 
+/* Formats twice (measure, then write) instead of into a stack buffer, so a long line is never
+ * cut.  The NUL vsnprintf writes lands in reserved space but is not counted in len. */
 int wbuf_printf(struct wbuf *b, const char *fmt, ...)
 {
 	va_list ap;
@@ -180,6 +199,8 @@ int wbuf_printf(struct wbuf *b, const char *fmt, ...)
 	return 0;
 }
 
+/* Consuming everything resets the offsets, so an output queue that keeps draining never needs
+ * the memmove in wbuf_reserve. */
 void wbuf_consume(struct wbuf *b, size_t n)
 {
 	if (n >= b->len - b->off) {

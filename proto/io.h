@@ -1,4 +1,4 @@
-/* proto/wire.h — byte-level helpers shared by the supervisor and the job library:
+/* proto/io.h — byte-level helpers shared by the supervisor and the job library:
  * full reads/writes that survive EINTR and short I/O, hex text, random identifiers, and a
  * growable byte buffer.
  * All functions return 0 (or a byte count) on success and -errno on failure; none print. */

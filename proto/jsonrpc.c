@@ -201,6 +201,69 @@ static void exact_numbers(cJSON *o, int raw)
 	}
 }
 
+/* The line as one JSON value, or NULL with m's parse-error message set.  cJSON is lenient in
+ * two ways this closes: it stops at a NUL and at the end of the first value (so "{} x" would
+ * parse), and it takes any bytes into its strings. */
+static cJSON *parse_text(const char *line, size_t len, struct rpc_msg *m)
+{
+	/* cJSON stops at the first NUL; a NUL inside the line is not JSON text. */
+	if (len == 0 || memchr(line, '\0', len)) {
+		return NULL;
+	}
+	/* JSON text is UTF-8 (RFC 8259, 8.1), and cJSON would take any bytes into its strings:
+	 * they would end up in task arguments, which the job library refuses, and in answers. */
+	if (!utf8_valid(line, len)) {
+		m->err_msg = "Parse error: not valid UTF-8";
+		return NULL;
+	}
+	const char *end = NULL;
+	cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+	if (!root)
+		return NULL;
+	/* Trailing non-space bytes after the value make the line invalid JSON. */
+	for (const char *p = end; p && p < line + len; p++) {
+		if (*p != ' ' && *p != '\t' && *p != '\r') {
+			cJSON_Delete(root);
+			return NULL;
+		}
+	}
+	return root;
+}
+
+/* A message with a method: a request (with an id) or a notification.  A params error is
+ * Invalid params, not Invalid Request; a notification's carries no id. */
+static void take_method(struct rpc_msg *m, const cJSON *method, const char *line, size_t len)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(m->root, "id");
+	if (!cJSON_IsString(method) || method->valuestring[0] == '\0') {
+		m->err_msg = "Invalid Request: method must be a non-empty string";
+		return;
+	}
+	cJSON *params = cJSON_GetObjectItemCaseSensitive(m->root, "params");
+	if (params && !cJSON_IsObject(params)) {
+		/* MCP params are always objects; positional arrays are not used. */
+		m->err_code = RPC_INVALID_PARAMS;
+		m->err_msg = "Invalid params: params must be an object";
+		if (!id)
+			m->id = NULL;
+		return;
+	}
+	if (has_nul_escape(line, len)) {
+		m->err_code = RPC_INVALID_PARAMS;
+		m->err_msg = "Invalid params: a string contains \\u0000 (NUL), which no string here may hold";
+		if (!id)
+			m->id = NULL;
+		return;
+	}
+	m->method = method->valuestring;
+	m->params = params;
+	m->kind = id ? RPC_REQUEST : RPC_NOTIFICATION;
+}
+
+/* Checks run in an order that keeps an answerable id whenever there is one: the id is taken
+ * (when valid) before the jsonrpc version is checked, so even a malformed request gets its
+ * error under its own id.  Number texts are kept before anything reads them, since a double
+ * cannot hold every int64 id. */
 void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 {
 	memset(m, 0, sizeof *m);
@@ -208,27 +271,9 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 	m->err_code = RPC_PARSE_ERROR;
 	m->err_msg = "Parse error: not valid JSON";
 
-	/* cJSON stops at the first NUL; a NUL inside the line is not JSON text. */
-	if (len == 0 || memchr(line, '\0', len)) {
-		return;
-	}
-	/* JSON text is UTF-8 (RFC 8259, 8.1), and cJSON would take any bytes into its strings:
-	 * they would end up in task arguments, which the job library refuses, and in answers. */
-	if (!utf8_valid(line, len)) {
-		m->err_msg = "Parse error: not valid UTF-8";
-		return;
-	}
-	const char *end = NULL;
-	cJSON *root = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+	cJSON *root = parse_text(line, len, m);
 	if (!root)
 		return;
-	/* Trailing non-space bytes after the value make the line invalid JSON. */
-	for (const char *p = end; p && p < line + len; p++) {
-		if (*p != ' ' && *p != '\t' && *p != '\r') {
-			cJSON_Delete(root);
-			return;
-		}
-	}
 	m->root = root;
 	m->err_code = RPC_INVALID_REQUEST;
 	if (cJSON_IsArray(root)) {
@@ -260,29 +305,7 @@ void rpc_parse(const char *line, size_t len, struct rpc_msg *m)
 	}
 	const cJSON *method = cJSON_GetObjectItemCaseSensitive(root, "method");
 	if (method) {
-		if (!cJSON_IsString(method) || method->valuestring[0] == '\0') {
-			m->err_msg = "Invalid Request: method must be a non-empty string";
-			return;
-		}
-		cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "params");
-		if (params && !cJSON_IsObject(params)) {
-			/* MCP params are always objects; positional arrays are not used. */
-			m->err_code = RPC_INVALID_PARAMS;
-			m->err_msg = "Invalid params: params must be an object";
-			if (!id)
-				m->id = NULL;
-			return;
-		}
-		if (has_nul_escape(line, len)) {
-			m->err_code = RPC_INVALID_PARAMS;
-			m->err_msg = "Invalid params: a string contains \\u0000 (NUL), which no string here may hold";
-			if (!id)
-				m->id = NULL;
-			return;
-		}
-		m->method = method->valuestring;
-		m->params = params;
-		m->kind = id ? RPC_REQUEST : RPC_NOTIFICATION;
+		take_method(m, method, line, len);
 		return;
 	}
 	const cJSON *result = cJSON_GetObjectItemCaseSensitive(root, "result");

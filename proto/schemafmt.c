@@ -23,6 +23,8 @@ static const char *const phrases[F_N] = {
 	"an upload handle", "a password", "binary data",
 };
 
+/* Formats are indexes into these tables, so a compiled schema stores an int and the check is
+ * a switch. */
 int schemafmt_find(const char *name)
 {
 	for (int i = 0; i < F_N; i++)
@@ -41,6 +43,7 @@ const char *schemafmt_phrase(int f)
 	return f >= 0 && f < F_N ? phrases[f] : "?";
 }
 
+/* Spelled out for the "unsupported format" message, so an operator sees what may be used. */
 const char *schemafmt_list(void)
 {
 	return "date-time, date, time, duration, email, uri, uuid, ipv4, ipv6, hostname, "
@@ -149,6 +152,7 @@ static int is_duration(const char *s)
 	return parts > 0;
 }
 
+/* RFC 3339 allows a lower-case 't' as the separator; both are taken. */
 static int is_date_time(const char *s)
 {
 	int n = scan_date(s);
@@ -186,6 +190,9 @@ static int is_atext(unsigned char c)
 	return isalnum(c) || (c && strchr("!#$%&'*+-/=?^_`{|}~", c));
 }
 
+/* The dot-atom form of RFC 5321/5322 only (no quoted local parts, no comments): what a form
+ * or a model means by an email address.  The last '@' splits, the local part is at most 64
+ * bytes, and the domain is a host name or an address literal. */
 static int is_email(const char *s)
 {
 	const char *at = strrchr(s, '@');
@@ -216,6 +223,7 @@ static int is_email(const char *s)
 	return is_hostname_n(dom, dl);
 }
 
+/* isxdigit through an unsigned char: a negative char would be undefined behaviour. */
 static int is_hex(unsigned char c)
 {
 	return isxdigit(c) != 0;
@@ -249,6 +257,7 @@ static int is_uri(const char *s)
 	return 1;
 }
 
+/* Any version and either case: the format is about the shape, as JSON Schema defines it. */
 static int is_uuid(const char *s)
 {
 	static const int groups[5] = { 8, 4, 4, 4, 12 };
@@ -262,6 +271,8 @@ static int is_uuid(const char *s)
 	return 1;
 }
 
+/* ipv4 and ipv6 use inet_pton, which takes only the standard textual forms (no octal, hex or
+ * shortened IPv4 as inet_aton would allow). */
 int schemafmt_check(int f, const char *s)
 {
 	unsigned char buf[16];

@@ -34,6 +34,8 @@ static size_t esc_bad(unsigned flags, unsigned c, char *out)
 	return esc_byte(flags, c, out);
 }
 
+/* \uHHHH for a code point below U+10000 (every one dangerous() picks): the same spelling in
+ * text and JSON modes, and one a reader can look up. */
 static size_t esc_cp(uint32_t cp, char *out)
 {
 	out[0] = '\\';
@@ -43,6 +45,9 @@ static size_t esc_cp(uint32_t cp, char *out)
 	return 6;
 }
 
+/* Valid characters that still drive a terminal or mislead a reader: the C1 controls (0x9b is
+ * CSI on many terminals, as ESC [ is) and the bidirectional embeddings, overrides and
+ * isolates, which can make text display in another order than it runs (CVE-2021-42574). */
 static int dangerous(uint32_t cp)
 {
 	return (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
@@ -84,6 +89,7 @@ static long unit(unsigned flags, const unsigned char *p, size_t avail, int final
 	return (long)n;
 }
 
+/* A stream's state: flags, and up to 3 bytes of a sequence cut off by the end of a chunk. */
 void termsafe_init(struct termsafe *ts, unsigned flags)
 {
 	memset(ts, 0, sizeof *ts);
@@ -118,6 +124,9 @@ static size_t feed_pending(struct termsafe *ts, const unsigned char *in, size_t 
 	return o;
 }
 
+/* Output streams arrive in arbitrary chunks; a character split across two of them is held
+ * (not escaped as two bad bytes) and finished by the next feed, so chunking never changes
+ * the result. */
 size_t termsafe_feed(struct termsafe *ts, const void *in, size_t len, char *out)
 {
 	const unsigned char *p = in;
@@ -138,6 +147,8 @@ size_t termsafe_feed(struct termsafe *ts, const void *in, size_t len, char *out)
 	return o;
 }
 
+/* At the real end, a held partial sequence is bytes that never became a character: they are
+ * escaped as bad bytes. */
 size_t termsafe_flush(struct termsafe *ts, char *out)
 {
 	size_t o = 0;
@@ -147,11 +158,15 @@ size_t termsafe_flush(struct termsafe *ts, char *out)
 	return o;
 }
 
+/* One unit with final = 1: a cut-off sequence at the end of the caller's text is bad bytes,
+ * never held. */
 size_t termsafe_char(const char *p, size_t avail, unsigned flags, char *out, size_t *used)
 {
 	return (size_t)unit(flags, (const unsigned char *)p, avail, 1, out, used);
 }
 
+/* The overflow guard keeps TERMSAFE_OUT_MAX(len) from wrapping, since every byte may grow to
+ * six. */
 char *termsafe_str(const char *s, unsigned flags)
 {
 	size_t len = s ? strlen(s) : 0;
@@ -168,6 +183,8 @@ char *termsafe_str(const char *s, unsigned flags)
 	return out;
 }
 
+/* For shortening text already made safe (a progress line): the result must stay valid UTF-8,
+ * or the terminal would show a broken character at the end. */
 char *termsafe_cut(char *s, size_t max)
 {
 	/* The cut goes before the lead byte of a split sequence. */

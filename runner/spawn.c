@@ -420,10 +420,95 @@ static int uses_blanked(const struct spawn_req *r)
 	return 0;
 }
 
+/* The descriptors spawn_start() holds while it builds a job: ep is the exec pipe (the child's
+ * failure report, or EOF at exec), sp the status pipe (the job's end, from its init or keeper),
+ * gp the gate (a root supervisor writes the id maps before the child may go on); -1 when not
+ * open. */
+struct spawn_fds {
+	int ep[2], sp[2], gp[2];
+	int pidfd, ppidfd;
+};
+
+static void fds_close(struct spawn_fds *f)
+{
+	for (int i = 0; i < 2; i++) {
+		if (f->ep[i] >= 0)
+			close(f->ep[i]);
+		if (f->sp[i] >= 0)
+			close(f->sp[i]);
+		if (f->gp[i] >= 0)
+			close(f->gp[i]);
+	}
+	if (f->ppidfd >= 0)
+		close(f->ppidfd);
+	if (f->pidfd >= 0)
+		close(f->pidfd);
+}
+
+/* The pipes and the pidfd of this process, which the keeper waits on so a job never outlives
+ * its supervisor.  A kernel without pidfd_open (before 5.3) gets none; there the job alone has
+ * the parent-death signal, and no keeper runs, so the status pipe goes too.  Inside a PID
+ * namespace the pidfd is required: the init cannot see this process otherwise.  0 or -errno. */
+static int fds_open(struct spawn_fds *f, int gate, int pidns, pid_t parent, char *err, size_t errlen)
+{
+	/* The status pipe carries the job's end from an init or, without a PID namespace, from
+	 * the keeper. */
+	if (pipe2(f->ep, O_CLOEXEC) < 0 || pipe2(f->sp, O_CLOEXEC) < 0 ||
+	    (gate && pipe2(f->gp, O_CLOEXEC) < 0)) {
+		int e = errno;
+		snprintf(err, errlen, "pipe: %s", strerror(e));
+		return -e;
+	}
+	if ((f->ppidfd = (int)syscall(SYS_pidfd_open, parent, 0)) < 0 && pidns) {
+		int e = errno;
+		snprintf(err, errlen, "pidfd_open: %s", strerror(e));
+		return -e;
+	}
+	if (f->ppidfd < 0) {
+		close(f->sp[0]);
+		close(f->sp[1]);
+		f->sp[0] = f->sp[1] = -1;
+	}
+	return 0;
+}
+
+/* A child that failed before exec is killed through its pidfd (never a recycled pid) and
+ * reaped here, so no zombie is left behind for a caller that never heard of it. */
+static void kill_reap(int pidfd, pid_t pid)
+{
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	waitpid(pid, NULL, 0);
+}
+
+/* The synchronous caller's wait for exec: the exec pipe is CLOEXEC, so EOF means exec
+ * succeeded and a report means a step failed.  Blocks only until exec or failure: no child
+ * waits for anything before exec.  0, or -errno with the child's report in err (the child is
+ * killed and reaped then). */
+static int await_exec(struct spawn_fds *f, pid_t pid, char *err, size_t errlen)
+{
+	struct child_report rep;
+	ssize_t n;
+	do {
+		n = read(f->ep[0], &rep, sizeof rep);
+	} while (n < 0 && errno == EINTR);
+	if (n > 0) {
+		int rc = report_text(&rep, err, errlen);
+		kill_reap(f->pidfd, pid);
+		return rc;
+	}
+	close(f->ep[0]);
+	f->ep[0] = -1;
+	return 0;
+}
+
+/* Every pipe exists before clone3 so the child inherits its ends; the parent then drops its
+ * write ends, so EOF on the CLOEXEC exec pipe means the child reached exec (or died).  Under a
+ * gate the child can do nothing before its id maps are written, so a failed release kills a
+ * child that has not yet touched anything.  Strings in this process's own argv or environ are
+ * refused up front: the jail's init blanks those in its copy, under the job's feet. */
 int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, size_t errlen)
 {
-	int ep[2] = { -1, -1 }, sp[2] = { -1, -1 }, gp[2] = { -1, -1 };
-	int pidfd = -1, ppidfd = -1;
+	struct spawn_fds f = { { -1, -1 }, { -1, -1 }, { -1, -1 }, -1, -1 };
 	pid_t pid = -1;
 	int rc;
 	const struct sandbox_job *sj = r->sandbox;
@@ -435,28 +520,11 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 		         "argv or environ");
 		return -EINVAL;
 	}
-	/* The status pipe carries the job's end from an init or, without a PID namespace, from
-	 * the keeper. */
-	if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0 || (gate && pipe2(gp, O_CLOEXEC) < 0)) {
-		rc = -errno;
-		snprintf(err, errlen, "pipe: %s", strerror(errno));
-		goto fail;
-	}
 	pid_t parent = getpid();
-	if ((ppidfd = (int)syscall(SYS_pidfd_open, parent, 0)) < 0 && pidns) {
-		rc = -errno;
-		snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
+	if ((rc = fds_open(&f, gate, pidns, parent, err, errlen)) < 0)
 		goto fail;
-	}
-	/* The keeper waits on that pidfd: a kernel without pidfd_open (before 5.3) gets none, and
-	 * there the job alone has the parent-death signal. */
-	if (ppidfd < 0) {
-		close(sp[0]);
-		close(sp[1]);
-		sp[0] = sp[1] = -1;
-	}
 	pid = spawn_clone(sj ? sandbox_job_clone_flags(sj) : 0, sj ? sandbox_job_cgroup_fd(sj) : -1,
-	                  &pidfd);
+	                  &f.pidfd);
 	if (pid < 0) {
 		rc = pid;
 		snprintf(err, errlen, "clone3: %s", strerror(-rc));
@@ -464,73 +532,46 @@ int spawn_start(const struct spawn_req *r, struct spawn_proc *out, char *err, si
 		goto fail;
 	}
 	if (pid == 0) {
-		close(ep[0]);
-		if (sp[0] >= 0)
-			close(sp[0]);
-		if (gp[1] >= 0)
-			close(gp[1]);
-		child(r, ep[1], sp[1], ppidfd, parent, gp[0]);
+		close(f.ep[0]);
+		if (f.sp[0] >= 0)
+			close(f.sp[0]);
+		if (f.gp[1] >= 0)
+			close(f.gp[1]);
+		child(r, f.ep[1], f.sp[1], f.ppidfd, parent, f.gp[0]);
 		_exit(127);
 	}
 	if (gate) {
-		close(gp[0]);
-		gp[0] = -1;
-		rc = release(sj, pid, gp[1], err, errlen);
-		gp[1] = -1;
+		close(f.gp[0]);
+		f.gp[0] = -1;
+		rc = release(sj, pid, f.gp[1], err, errlen);
+		f.gp[1] = -1;
 		if (rc < 0) {
-			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-			waitpid(pid, NULL, 0);
+			kill_reap(f.pidfd, pid);
 			pid = -1;
 			goto fail;
 		}
 	}
-	close(ep[1]);
-	ep[1] = -1;
-	if (sp[1] >= 0)
-		close(sp[1]);
-	sp[1] = -1;
+	close(f.ep[1]);
+	f.ep[1] = -1;
+	if (f.sp[1] >= 0)
+		close(f.sp[1]);
+	f.sp[1] = -1;
 
-	if (r->async) {
-		fcntl(ep[0], F_SETFL, O_NONBLOCK);
-	} else {
-		/* Blocks only until exec or failure: no child waits for anything before exec. */
-		struct child_report rep;
-		ssize_t n;
-		do {
-			n = read(ep[0], &rep, sizeof rep);
-		} while (n < 0 && errno == EINTR);
-		if (n > 0) {
-			rc = report_text(&rep, err, errlen);
-			syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-			waitpid(pid, NULL, 0);
-			pid = -1;
-			goto fail;
-		}
-		close(ep[0]);
-		ep[0] = -1;
-	}
-	if (ppidfd >= 0)
-		close(ppidfd);
-	if (sp[0] >= 0)
-		fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	if (r->async)
+		fcntl(f.ep[0], F_SETFL, O_NONBLOCK);
+	else if ((rc = await_exec(&f, pid, err, errlen)) < 0)
+		goto fail;
+	if (f.ppidfd >= 0)
+		close(f.ppidfd);
+	if (f.sp[0] >= 0)
+		fcntl(f.sp[0], F_SETFL, O_NONBLOCK);
 	out->pid = pid;
-	out->pidfd = pidfd;
-	out->statusfd = sp[0];
-	out->execfd = ep[0];
+	out->pidfd = f.pidfd;
+	out->statusfd = f.sp[0];
+	out->execfd = f.ep[0];
 	return 0;
 fail:
-	for (int i = 0; i < 2; i++) {
-		if (ep[i] >= 0)
-			close(ep[i]);
-		if (sp[i] >= 0)
-			close(sp[i]);
-		if (gp[i] >= 0)
-			close(gp[i]);
-	}
-	if (ppidfd >= 0)
-		close(ppidfd);
-	if (pidfd >= 0)
-		close(pidfd);
+	fds_close(&f);
 	return rc;
 }
 

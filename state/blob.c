@@ -1,28 +1,28 @@
-/* state/blob.c — the content-addressed blob store (see blob.h).  A blob is durable once its
- * final name exists: the bytes are written under a temp name in the same directory, fsynced,
- * renamed into place and the directory fsynced, so a crash leaves either nothing, a leftover
- * temp file (collected by blob_gc) or the complete blob.  Names are checked before any path is
- * built from them, so a caller-supplied name can never reach outside blobs/.
- * Every function returns 0 / -errno (blob_exists: 1 / 0) and prints nothing. */
+/* state/blob.c — the blob store's dispatch (see blob.h) and what every backend shares: the
+ * name check and sha256.  Every function returns 0 / -errno and prints nothing. */
 #include "state/blob.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/evp.h>
 
 #include "proto/io.h"
 
-#define BLOB_DIR "blobs"
-#define TMP_PREFIX ".tmp-"
 #define HASH_BUF (1u << 20)   /* blob_sha256_fd reads this much at a time */
+
+int blob_hex_valid(const char *hex)
+{
+	if (hex == NULL)
+		return 0;
+	for (int i = 0; i < BLOB_HEX_LEN; i++) {
+		char c = hex[i];
+		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+			return 0;
+	}
+	return hex[BLOB_HEX_LEN] == '\0';
+}
 
 /* ---- sha256 ------------------------------------------------------------------ */
 
@@ -100,428 +100,87 @@ fail:
 	return rc;
 }
 
-/* ---- paths --------------------------------------------------------------------- */
+/* ---- dispatch ---------------------------------------------------------------------- */
 
-static int hex_valid(const char *hex)
+int blobs_put(struct blobs *b, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1], int *added)
 {
-	if (hex == NULL)
-		return 0;
-	for (int i = 0; i < BLOB_HEX_LEN; i++) {
-		char c = hex[i];
-		if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-			return 0;
-	}
-	return hex[BLOB_HEX_LEN] == '\0';
-}
-
-/* <state>/blobs/<first two>/<all 64> */
-static int blob_path(const char *state_dir, const char *hex, char *out, size_t outlen)
-{
-	int n = snprintf(out, outlen, "%s/" BLOB_DIR "/%.2s/%s", state_dir, hex, hex);
-	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
-}
-
-static int fsync_dir(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0)
-		rc = -errno;
-	close(fd);
+	int a = 0;
+	int rc = b->ops->put(b, data, len, hex, &a);
+	if (added)
+		*added = a;
 	return rc;
 }
 
-/* mkdir that is durable: a new directory entry is only safe once its parent is fsynced. */
-static int mkdir_durable(const char *path, const char *parent)
+int blobs_write(const struct blobs *b, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
+                int *added)
 {
-	if (mkdir(path, 0700) == 0)
-		return fsync_dir(parent);
-	return errno == EEXIST ? 0 : -errno;
-}
-
-/* ---- put / get / exists ----------------------------------------------------------- */
-
-/* A test's fault for one step, or 0. */
-static int fault_at(const struct blob_store *bs, const char *step)
-{
-	return bs && bs->fault ? bs->fault(bs->fault_arg, step) : 0;
-}
-
-/* blob_put with an optional store (read only, so a worker thread may call it): its fault hook is consulted before each disk step, and
- * *added says whether a new file now exists (a dedup hit adds nothing). */
-static int put_impl(const struct blob_store *bs, const char *state_dir, const void *data, size_t len,
-		    char hex[BLOB_HEX_LEN + 1], int *added)
-{
-	char top[PATH_MAX], sub[PATH_MAX], final[PATH_MAX], tmp[PATH_MAX];
-	struct stat st;
-	int fd = -1;
-	int rc;
-
-	*added = 0;
-	if (state_dir == NULL || hex == NULL || (data == NULL && len > 0))
-		return -EINVAL;
-	blob_sha256_hex(data, len, hex);
-	if (!hex_valid(hex))
-		return -EIO;
-	rc = blob_path(state_dir, hex, final, sizeof final);
-	if (rc < 0)
-		return rc;
-	/* Same name and same size: the content is already here (a damaged copy of the same
-	 * size is caught by blob_get's digest check, never silently returned). */
-	if (stat(final, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == len)
-		return 0;
-
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top ||
-	    (size_t)snprintf(sub, sizeof sub, "%s/%.2s", top, hex) >= sizeof sub ||
-	    (size_t)snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "XXXXXX", sub) >= sizeof tmp)
-		return -ENAMETOOLONG;
-	rc = mkdir_durable(top, state_dir);
-	if (rc < 0)
-		return rc;
-	rc = mkdir_durable(sub, top);
-	if (rc < 0)
-		return rc;
-
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if ((rc = fault_at(bs, "write")) < 0 || (rc = io_write_full(fd, data, len)) < 0)
-		goto fail;
-	if ((rc = fault_at(bs, "fsync")) < 0)
-		goto fail;
-	if (fdatasync(fd) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		rc = -errno;
-		goto fail;
-	}
-	fd = -1;
-	if ((rc = fault_at(bs, "rename")) < 0)
-		goto fail;
-	if (rename(tmp, final) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	*added = 1;
-	return fsync_dir(sub);
-
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
+	int a = 0;
+	int rc = b->ops->write(b, data, len, hex, &a);
+	if (added)
+		*added = a;
 	return rc;
 }
 
-int blob_put(const char *state_dir, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1])
+void blobs_added(struct blobs *b, uint64_t len)
 {
-	int added;
-	return put_impl(NULL, state_dir, data, len, hex, &added);
+	b->ops->added(b, len);
 }
 
-int blob_open(const char *state_dir, const char *hex, int *fd, uint64_t *size)
+int blobs_open(const struct blobs *b, const char *hex, int *fd, uint64_t *size)
 {
-	char path[PATH_MAX];
-	struct stat st;
-	int rc;
-
 	*fd = -1;
-	if (state_dir == NULL || !hex_valid(hex))
+	if (!blob_hex_valid(hex))
 		return -EINVAL;
-	if ((rc = blob_path(state_dir, hex, path, sizeof path)) < 0)
-		return rc;
-	int f = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (f < 0)
-		return -errno;
-	if (fstat(f, &st) < 0) {
-		rc = -errno;
-		close(f);
-		return rc;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(f);
-		return -EBADMSG;
-	}
-	*fd = f;
-	*size = (uint64_t)st.st_size;
-	return 0;
+	return b ? b->ops->open(b, hex, fd, size) : -ENOENT;
 }
 
-int blob_size(const char *state_dir, const char *hex, uint64_t *size)
+int blobs_get(const struct blobs *b, const char *hex, void **data, size_t *len)
 {
-	char path[PATH_MAX];
-	struct stat st;
-	int rc;
-
-	if (state_dir == NULL || !hex_valid(hex))
+	if (data == NULL || len == NULL || !blob_hex_valid(hex))
 		return -EINVAL;
-	if ((rc = blob_path(state_dir, hex, path, sizeof path)) < 0)
-		return rc;
-	if (lstat(path, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -EBADMSG;
-	*size = (uint64_t)st.st_size;
-	return 0;
+	return b ? b->ops->get(b, hex, data, len) : -ENOENT;
 }
 
-int blob_get(const char *state_dir, const char *hex, void **data, size_t *len)
+int blobs_size(const struct blobs *b, const char *hex, uint64_t *size)
 {
-	char path[PATH_MAX], got[BLOB_HEX_LEN + 1];
-	unsigned char *buf = NULL;
-	struct stat st;
-	ssize_t have;
-	int fd = -1;
-	int rc;
-
-	if (state_dir == NULL || data == NULL || len == NULL || !hex_valid(hex))
+	if (!blob_hex_valid(hex))
 		return -EINVAL;
-	rc = blob_path(state_dir, hex, path, sizeof path);
-	if (rc < 0)
-		return rc;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0) {
-		rc = -errno;
-		goto fail;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_size < 0) {
-		rc = -EBADMSG;
-		goto fail;
-	}
-	/* +1 so an empty blob still gets a non-NULL buffer the caller can free. */
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	have = io_read_upto(fd, buf, (size_t)st.st_size);
-	if (have < 0) {
-		rc = (int)have;
-		goto fail;
-	}
-	blob_sha256_hex(buf, (size_t)have, got);
-	if (strcmp(got, hex) != 0) {
-		rc = -EBADMSG;
-		goto fail;
-	}
-	close(fd);
-	*data = buf;
-	*len = (size_t)have;
-	return 0;
-
-fail:
-	free(buf);
-	if (fd >= 0)
-		close(fd);
-	return rc;
+	return b ? b->ops->size(b, hex, size) : -ENOENT;
 }
 
-int blob_exists(const char *state_dir, const char *hex)
+int blobs_exists(const struct blobs *b, const char *hex)
 {
-	char path[PATH_MAX];
-	struct stat st;
-
-	if (state_dir == NULL || !hex_valid(hex) || blob_path(state_dir, hex, path, sizeof path) < 0)
-		return 0;
-	return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? 1 : 0;
+	uint64_t size;
+	return blobs_size(b, hex, &size) == 0;
 }
 
-/* ---- garbage collection --------------------------------------------------------------- */
-
-static int keep_cmp(const void *key, const void *elem)
+int blobs_remove(struct blobs *b, const char *hex)
 {
-	return strcmp((const char *)key, *(const char *const *)elem);
+	return blob_hex_valid(hex) ? b->ops->remove(b, hex) : -EINVAL;
 }
 
-static int is_hex2(const char *s)
+int blobs_gc(struct blobs *b, const char *const *keep, size_t n, size_t *removed)
 {
-	for (int i = 0; i < 2; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return s[2] == '\0';
-}
-
-/* Collect one blobs/<xx>/ directory.  Names that are neither a blob of this directory nor
- * one of our temp files are left alone: nothing is deleted that this module did not write. */
-static int gc_subdir(int topfd, const char *name, const char *const *keep, size_t n,
-		     size_t *removed)
-{
-	int fd = openat(topfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = NULL;
-	struct dirent *e;
-	int rc = 0;
-
-	if (fd < 0)
-		return errno == ENOTDIR || errno == ENOENT ? 0 : -errno;
-	d = fdopendir(fd);
-	if (d == NULL) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
-	while ((errno = 0, e = readdir(d)) != NULL) {
-		int drop = 0;
-		if (strncmp(e->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
-			drop = 1;
-		else if (hex_valid(e->d_name) && memcmp(e->d_name, name, 2) == 0)
-			drop = n == 0 ||
-			       bsearch(e->d_name, keep, n, sizeof *keep, keep_cmp) == NULL;
-		if (!drop)
-			continue;
-		if (unlinkat(dirfd(d), e->d_name, 0) == 0)
-			(*removed)++;
-		else if (errno != ENOENT && rc == 0)
-			rc = -errno;
-	}
-	if (errno != 0 && rc == 0)
-		rc = -errno;
-	closedir(d);
-	return rc;
-}
-
-int blob_gc(const char *state_dir, const char *const *keep, size_t n, size_t *removed)
-{
-	char top[PATH_MAX];
-	DIR *d = NULL;
-	struct dirent *e;
-	size_t count = 0;
-	int topfd;
-	int rc = 0;
-
 	if (removed != NULL)
 		*removed = 0;
-	if (state_dir == NULL || (keep == NULL && n > 0))
+	if (keep == NULL && n > 0)
 		return -EINVAL;
-	/* An unsorted list would make bsearch miss live blobs and delete them: refuse it. */
+	/* An unsorted list would make a lookup miss live blobs and delete them: refuse it. */
 	for (size_t i = 0; i < n; i++) {
-		if (!hex_valid(keep[i]) || (i > 0 && strcmp(keep[i - 1], keep[i]) > 0))
+		if (!blob_hex_valid(keep[i]) || (i > 0 && strcmp(keep[i - 1], keep[i]) > 0))
 			return -EINVAL;
 	}
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
-		return -ENAMETOOLONG;
-	topfd = open(top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (topfd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	d = fdopendir(topfd);
-	if (d == NULL) {
-		rc = -errno;
-		close(topfd);
-		return rc;
-	}
-	while ((errno = 0, e = readdir(d)) != NULL) {
-		if (!is_hex2(e->d_name))
-			continue;
-		int r = gc_subdir(dirfd(d), e->d_name, keep, n, &count);
-		if (r < 0 && rc == 0)
-			rc = r;
-	}
-	if (errno != 0 && rc == 0)
-		rc = -errno;
-	closedir(d);
-	if (removed != NULL)
-		*removed = count;
-	return rc;
+	return b->ops->gc(b, keep, n, removed);
 }
 
-/* ---- the server's store --------------------------------------------------------------- */
-
-/* Bytes of every regular file under blobs/<xx>/. */
-static int count_bytes(const char *state_dir, uint64_t *bytes)
+void blobs_stats(const struct blobs *b, struct blob_stats *out)
 {
-	char top[PATH_MAX];
-	struct dirent *e, *f;
-	struct stat st;
-
-	*bytes = 0;
-	if ((size_t)snprintf(top, sizeof top, "%s/" BLOB_DIR, state_dir) >= sizeof top)
-		return -ENAMETOOLONG;
-	DIR *d = opendir(top);
-	if (d == NULL)
-		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
-	while ((e = readdir(d)) != NULL) {
-		if (!is_hex2(e->d_name))
-			continue;
-		int sfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		DIR *d2 = sfd >= 0 ? fdopendir(sfd) : NULL;
-		if (d2 == NULL) {
-			if (sfd >= 0)
-				close(sfd);
-			continue;
-		}
-		while ((f = readdir(d2)) != NULL)
-			if (fstatat(dirfd(d2), f->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-				*bytes += (uint64_t)st.st_size;
-		closedir(d2);
-	}
-	closedir(d);
-	return 0;
+	memset(out, 0, sizeof *out);
+	b->ops->stats(b, out);
 }
 
-int blob_store_init(struct blob_store *bs, const char *state_dir)
+void blobs_close(struct blobs *b)
 {
-	memset(bs, 0, sizeof *bs);
-	bs->state_dir = state_dir;
-	return state_dir ? count_bytes(state_dir, &bs->bytes) : -EINVAL;
-}
-
-int blob_store_put(struct blob_store *bs, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
-                   int *added)
-{
-	int a = 0;
-	int rc = put_impl(bs, bs->state_dir, data, len, hex, &a);
-	if (a)
-		bs->bytes += len;
-	if (added)
-		*added = a;
-	return rc;
-}
-
-int blob_store_write(const struct blob_store *bs, const void *data, size_t len,
-                     char hex[BLOB_HEX_LEN + 1], int *added)
-{
-	int a = 0;
-	int rc = put_impl(bs, bs->state_dir, data, len, hex, &a);
-	if (added)
-		*added = a;
-	return rc;
-}
-
-void blob_store_added(struct blob_store *bs, uint64_t len)
-{
-	bs->bytes += len;
-}
-
-int blob_store_remove(struct blob_store *bs, const char *hex)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	int rc;
-
-	if (!hex_valid(hex))
-		return -EINVAL;
-	if ((rc = blob_path(bs->state_dir, hex, path, sizeof path)) < 0)
-		return rc;
-	if (lstat(path, &st) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (unlink(path) < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (S_ISREG(st.st_mode))
-		bs->bytes = bs->bytes > (uint64_t)st.st_size ? bs->bytes - (uint64_t)st.st_size : 0;
-	return 0;
-}
-
-int blob_store_gc(struct blob_store *bs, const char *const *keep, size_t n, size_t *removed)
-{
-	int rc = blob_gc(bs->state_dir, keep, n, removed);
-	uint64_t b;
-	if (count_bytes(bs->state_dir, &b) == 0)
-		bs->bytes = b;
-	return rc;
+	if (b)
+		b->ops->close(b);
 }

@@ -382,6 +382,12 @@ static const uint32_t crc_table[8][256] = {
 	},
 };
 
+/* Slicing-by-8: one 64-bit load and eight table lookups per eight bytes, instead of eight
+ * dependent ones, so the lookups of one step do not wait on each other.
+ * The word is read with memcpy (no unaligned-access trap, no strict-aliasing breach) and
+ * converted from little-endian, so a big-endian host computes the same CRC.  The ~crc in
+ * and out is the standard pre- and post-inversion, so calls chain: crc32c(crc32c(0, a), b)
+ * is the CRC of a followed by b. */
 uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
@@ -413,6 +419,9 @@ uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len)
 }
 
 #if CRC32C_HAVE_X86
+/* Compiled for SSE4.2 with a target attribute rather than -msse4.2 for the whole file, so the
+ * binary still runs on a CPU without it: this function is only called after the runtime
+ * check in crc32c_hw_available(). */
 __attribute__((target("sse4.2")))
 static uint32_t crc32c_hw(uint32_t crc, const void *buf, size_t len)
 {
@@ -441,6 +450,8 @@ static uint32_t crc32c_hw(uint32_t crc, const void *buf, size_t len)
 }
 #endif
 
+/* Asked of the CPU, not of the compiler: the build machine may have SSE4.2 when the host
+ * running forkpoint does not, or the other way round. */
 int crc32c_hw_available(void)
 {
 #if CRC32C_HAVE_X86
@@ -452,6 +463,8 @@ int crc32c_hw_available(void)
 
 typedef uint32_t (*crc32c_fn)(uint32_t, const void *, size_t);
 
+/* Every journal record is written and replayed through this, so it must not pay a CPU feature
+ * check per call; the choice is cached on first use. */
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	/* Chosen once.  Threads racing on the first call store the same pointer, so relaxed

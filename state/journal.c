@@ -17,6 +17,7 @@
  * at most one line into err; informational lines go to the caller's log callback. */
 #include "state/journal.h"
 #include "state/crc32c.h"
+#include "state/layout.h"   /* the folder's name only: fuzz_journal links this file alone */
 #include "proto/io.h"
 
 #include <dirent.h>
@@ -1118,6 +1119,10 @@ static int scan_run(struct scan *sc, struct plan *p)
 
 /* ---- lock ------------------------------------------------------------------------------- */
 
+/* One writer per state dir: two supervisors appending to one journal would interleave
+ * records and each replay the other's as its own.  flock, not a pid file, holds the lock, so
+ * a killed owner releases it with its last descriptor; the only wait is for a dead owner's
+ * child that still holds the file (bounded at five seconds). */
 static int lock_take(int dirfd, const char *state_dir, int *out, char *err, size_t errlen)
 {
 	char buf[32];
@@ -1263,6 +1268,8 @@ out:
 	return rc;
 }
 
+/* Doubling keeps appends amortised O(1) however many records one turn of the loop frames;
+ * the overflow checks make an absurd size -ENOMEM instead of a short buffer. */
 static int batch_reserve(struct journal *j, size_t more)
 {
 	if (j->bcap - j->blen >= more)
@@ -1337,6 +1344,8 @@ static int mark_head(struct journal *j, uint32_t flags)
 	return head_write(j->dirfd, &h);
 }
 
+/* HEAD's interval is measured on the monotonic clock, so a wall-clock step neither floods
+ * HEAD writes nor stops them. */
 static int64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -1388,6 +1397,11 @@ static int may_write(const struct journal *j)
 	return j->rw_active ? -EBUSY : 0;
 }
 
+/* The group commit: every record framed since the last commit goes out in one write and one
+ * fdatasync, and only then counts as durable (lsn_durable).  On failure the batch is kept,
+ * so the next commit retries the same records, and the partial write is cut off so it never
+ * sits in front of them; a truncate that fails too is retried first (tail_dirty).  A segment
+ * is rolled before the write that would take it past segment_bytes, never split by one. */
 int journal_commit(struct journal *j)
 {
 	int rc = may_write(j);
@@ -1445,6 +1459,8 @@ uint64_t journal_snapshot_bytes(const struct journal *j)
 
 /* ---- compaction ------------------------------------------------------------------------- */
 
+/* Undo a rewrite that cannot finish: the temp file goes and the numbers it took back, so the
+ * live journal continues as if the rewrite never started. */
 void journal_rewrite_abort(struct journal *j)
 {
 	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 8];
@@ -1462,6 +1478,8 @@ void journal_rewrite_abort(struct journal *j)
 	j->lsn_next = j->rw_lsn;   /* the snapshot's numbers were never published */
 }
 
+/* Commits first, so the snapshot starts from a durable point and nothing pending is lost in
+ * the switch; then the batch belongs to the snapshot until rewrite_end or abort. */
 int journal_rewrite_begin(struct journal *j)
 {
 	int rc = may_write(j);
@@ -1509,6 +1527,9 @@ static void delete_older(struct journal *j)
 		fsync(j->dirfd);
 }
 
+/* The order is the crash-safety argument: END marker, write, fdatasync, rename, fsync of the
+ * directory, then HEAD, and only then the old segments go.  A crash at any step leaves either
+ * the old segments or a complete, renamed snapshot that replay prefers. */
 int journal_rewrite_end(struct journal *j)
 {
 	char name[SEG_NAME_LEN + 1], tmp[SEG_NAME_LEN + 8];
@@ -1569,6 +1590,7 @@ int journal_rewrite_end(struct journal *j)
 
 /* ---- open / close -------------------------------------------------------------------------- */
 
+/* Aborts a rewrite in progress rather than finishing it: the old segments are still whole. */
 void journal_close(struct journal *j)
 {
 	if (j == NULL)
@@ -1650,7 +1672,7 @@ int journal_open(const char *state_dir, const struct journal_opts *opts,
 								   : DEFAULT_SEGMENT_BYTES;
 	j->head_every_ms = opts != NULL && opts->head_interval_ms > 0 ? opts->head_interval_ms
 								      : HEAD_EVERY_MS;
-	if (asprintf(&j->dir, "%s/journal", state_dir) < 0) {
+	if (asprintf(&j->dir, "%s/" LAYOUT_JOURNAL, state_dir) < 0) {
 		j->dir = NULL;
 		rc = -ENOMEM;
 		goto fail;
@@ -1761,7 +1783,7 @@ int journal_fsck(const char *state_dir, int repair, uint64_t *records, char *err
 		*records = 0;
 	if (state_dir == NULL)
 		return -EINVAL;
-	if ((size_t)snprintf(dir, sizeof dir, "%s/journal", state_dir) >= sizeof dir)
+	if ((size_t)snprintf(dir, sizeof dir, "%s/" LAYOUT_JOURNAL, state_dir) >= sizeof dir)
 		return -ENAMETOOLONG;
 	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {

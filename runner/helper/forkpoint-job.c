@@ -1,4 +1,4 @@
-/* runner/forkpoint-job.c — the shell helper: one protocol action per invocation, so a shell
+/* runner/helper/forkpoint-job.c — the shell helper: one protocol action per invocation, so a shell
  * script can report progress, checkpoint, ask and finish (docs/job-protocol.md).
  *
  * A script runs this many times over one socket, so each run opens it with
@@ -52,6 +52,8 @@ static const char usage_text[] =
 	"and succeed; ask answers its first choice, restore finds no checkpoint (exit 4).\n";
 
 __attribute__((format(printf, 1, 2)))
+/* Usage mistakes exit 2, apart from every runtime failure (1), so a script's author can tell
+ * a wrong call from a supervisor that went away. */
 static int usage_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -63,6 +65,8 @@ static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/* The two errors a script must act on get their own words: a cancel (exit 3, stop and clean
+ * up) and a lost supervisor (stop; nothing more will be recorded). */
 static int fail_errno(const char *what, int rc)
 {
 	if (rc == -ECANCELED) {
@@ -93,7 +97,10 @@ static char *join_args(char **argv, int n)
 	return s;
 }
 
-/* Read all of stdin, refusing more than max bytes. */
+/* Read all of stdin, refusing more than max bytes.
+ * The buffer doubles up to max and one step past it, so the size limit is enforced while
+ * reading: a script that pipes gigabytes by mistake fails fast instead of exhausting memory.
+ * A short read ends the input only because io_read_upto returns short at end of file alone. */
 static int read_stdin(size_t max, unsigned char **out, size_t *outlen)
 {
 	size_t cap = 65536, len = 0;
@@ -134,7 +141,10 @@ fail:
 	return rc;
 }
 
-/* The exit status after a command that does not itself wait: 3 if a cancel was seen. */
+/* The exit status after a command that does not itself wait: 3 if a cancel was seen.
+ * Commands that only send (progress, checkpoint, log) still look at the cancel state the
+ * library saw while sending, so a `set -e` script stops at its next step after a cancel.  A
+ * detached run (no forkpoint) is never cancelled. */
 static int after(fp_job *job, int rc, const char *what)
 {
 	if (rc < 0)
@@ -146,6 +156,7 @@ static int after(fp_job *job, int rc, const char *what)
 	return EXIT_OK;
 }
 
+/* "-" or "none" sends a message without a fraction (an indeterminate step). */
 static int cmd_progress(fp_job *job, int argc, char **argv)
 {
 	double fraction = -1;
@@ -171,6 +182,8 @@ static int cmd_progress(fp_job *job, int argc, char **argv)
 	return after(job, rc, "progress");
 }
 
+/* From stdin, so a script can checkpoint any bytes (a tar stream, a JSON file) without
+ * quoting; capped at the protocol's checkpoint limit before anything is sent. */
 static int cmd_checkpoint(fp_job *job, int argc, char **argv)
 {
 	unsigned char *data = NULL;
@@ -194,6 +207,8 @@ static int cmd_checkpoint(fp_job *job, int argc, char **argv)
 	return after(job, rc, "checkpoint");
 }
 
+/* Exit 4 only for "there is none": a script starts from scratch on 4, and must never do so
+ * because the connection failed (1), or it would redo work another attempt resumes. */
 static int cmd_restore(fp_job *job, int argc, char **argv)
 {
 	const void *data;
@@ -217,6 +232,9 @@ static int cmd_restore(fp_job *job, int argc, char **argv)
 	return EXIT_OK;
 }
 
+/* The answer goes to stdout, one line, for `answer=$(forkpoint-job ask ...)`.  --id makes the
+ * question idempotent across a restart: the same id is answered from the record instead of
+ * asked twice. */
 static int cmd_ask(fp_job *job, int argc, char **argv)
 {
 	const char *id = NULL;
@@ -254,6 +272,8 @@ static int cmd_ask(fp_job *job, int argc, char **argv)
 	return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
+/* A NUL in stdin is refused before parsing: JSON text cannot hold one, and a C string would
+ * silently end there. */
 static int cmd_result(fp_job *job, int argc, char **argv, int mcp)
 {
 	const char *what = mcp ? "result-mcp" : "result";
@@ -290,6 +310,7 @@ static int cmd_result(fp_job *job, int argc, char **argv, int mcp)
 	return rc < 0 ? fail_errno(what, rc) : EXIT_OK;
 }
 
+/* Options stop at "--" or at the first non-option, so a message may start with a dash. */
 static int cmd_fail(fp_job *job, int argc, char **argv)
 {
 	const char *code = NULL, *hint = NULL;
@@ -333,6 +354,8 @@ static int cmd_fail(fp_job *job, int argc, char **argv)
 	return rc < 0 ? fail_errno("fail", rc) : EXIT_OK;
 }
 
+/* Checked here, against the five levels fp_log() takes, so a wrong level is a usage error
+ * (exit 2) instead of a protocol failure. */
 static int cmd_log(fp_job *job, int argc, char **argv)
 {
 	static const char *const levels[] = { "debug", "info", "notice", "warning", "error" };
@@ -354,6 +377,7 @@ static int cmd_log(fp_job *job, int argc, char **argv)
 	return after(job, rc, "log");
 }
 
+/* A shared handle has no start frame of its own: the arguments are fetched afresh. */
 static int cmd_args(fp_job *job, int argc, char **argv)
 {
 	if (argc != 0)
@@ -365,6 +389,9 @@ static int cmd_args(fp_job *job, int argc, char **argv)
 	return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAIL;
 }
 
+/* Exit 0 means "cancelled, stop", so that `if forkpoint-job cancelled; then exit; fi` reads
+ * naturally; every doubt (no supervisor) answers 0 as well, since carrying on alone is the
+ * one wrong choice. */
 static int cmd_cancelled(fp_job *job, int argc, char **argv)
 {
 	if (argc != 0)
@@ -384,6 +411,8 @@ static int cmd_cancelled(fp_job *job, int argc, char **argv)
 	return fp_cancelled(job) ? EXIT_OK : EXIT_FAIL;
 }
 
+/* The command is checked before the socket is opened, so a typo is a usage error even where
+ * no supervisor runs. */
 int main(int argc, char **argv)
 {
 	if (argc < 2) {

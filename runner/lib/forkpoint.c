@@ -45,6 +45,7 @@ static const char *const log_levels[] = { "debug", "info", "notice", "warning", 
 
 /* ---- small helpers ---------------------------------------------------------- */
 
+/* A msgpack writer that only counts, so a value's packed size is known without a buffer. */
 static int count_bytes(void *data, const char *buf, size_t len)
 {
 	(void)buf;
@@ -67,6 +68,7 @@ static size_t checkpoint_room(const msgpack_object *args)
 	return room < FP_CHECKPOINT_MAX ? room : FP_CHECKPOINT_MAX;
 }
 
+/* msgpack strings are not NUL-terminated: every one kept is copied with a terminator. */
 static char *dup_bytes(const void *p, size_t n)
 {
 	char *s = malloc(n + 1);
@@ -93,6 +95,7 @@ static char *clean_text(const char *s)
 	return out;
 }
 
+/* NULL-safe, and UTF-8 with no NUL before strlen: what the supervisor accepts as a string. */
 static int str_ok(const char *s)
 {
 	return s && utf8_valid(s, strlen(s));
@@ -112,6 +115,8 @@ static int json_utf8_ok(const cJSON *v)
 	return 1;
 }
 
+/* FORKPOINT_FD may name something other than a socket (ENOTSOCK, e.g. a pipe): then plain
+ * write is used, without MSG_NOSIGNAL's protection. */
 static int send_all(int fd, const unsigned char *p, size_t len)
 {
 	while (len > 0) {
@@ -176,6 +181,8 @@ static int recv_frame(fp_job *job, struct frame *f, int block)
 	return 1;
 }
 
+/* The reason is kept (invalid or missing becomes ""), and cancelled stays set for good: a
+ * job cannot be un-cancelled. */
 static int note_cancel(fp_job *job, const struct frame *f)
 {
 	const char *s = "";
@@ -193,14 +200,40 @@ static int note_cancel(fp_job *job, const struct frame *f)
 	return 0;
 }
 
-/* Take over the task data of a start frame; nothing changes unless all of it is valid. */
+/* The start frame's checkpoint (optional: a first attempt has none; an empty one is still
+ * one, so *have is what says) and the sequence number it was saved under (optional too).
+ * The bytes are copied: the frame's buffer is released once the start is applied.
+ * 0, -EPROTO for a field of the wrong type, -ENOMEM. */
+static int read_checkpoint(const msgpack_object *root, unsigned char **ckpt, size_t *cklen,
+                           int *have, int64_t *seq)
+{
+	const void *ck = NULL;
+	int rc = frame_get_bin(root, "checkpoint", &ck, cklen);
+	if (rc == 0) {
+		*have = 1;
+		if (!(*ckpt = malloc(*cklen ? *cklen : 1)))
+			return -ENOMEM;
+		if (*cklen)
+			memcpy(*ckpt, ck, *cklen);
+	} else if (rc != -ENOENT) {
+		return -EPROTO;
+	}
+	rc = frame_get_int(root, "checkpointSeq", seq);
+	if (rc < 0 && rc != -ENOENT)
+		return -EPROTO;
+	return 0;
+}
+
+/* Take over the task data of a start frame; nothing changes unless all of it is valid: every
+ * field is checked (UTF-8, ranges, types) and copied first, and only then do the copies replace
+ * the job's current data.  A version mismatch is its own error (-EPROTONOSUPPORT), so a job
+ * built against another protocol says so instead of misreading frames. */
 static int apply_start(fp_job *job, const struct frame *f)
 {
 	const msgpack_object *root = &f->root;
 	const char *s;
 	size_t len;
 	int64_t v;
-	const void *ck = NULL;
 	size_t cklen = 0;
 	int have_ck = 0, flag = 0;
 	int64_t seq = 0;
@@ -233,22 +266,8 @@ static int apply_start(fp_job *job, const struct frame *f)
 		goto fail;
 	if (!(args = cJSON_PrintUnformatted(j)))
 		goto nomem;
-	rc = frame_get_bin(root, "checkpoint", &ck, &cklen);
-	if (rc == 0) {
-		have_ck = 1;
-		if (!(ckpt = malloc(cklen ? cklen : 1)))
-			goto nomem;
-		if (cklen)
-			memcpy(ckpt, ck, cklen);
-	} else if (rc != -ENOENT) {
-		rc = -EPROTO;
+	if ((rc = read_checkpoint(root, &ckpt, &cklen, &have_ck, &seq)) < 0)
 		goto fail;
-	}
-	rc = frame_get_int(root, "checkpointSeq", &seq);
-	if (rc < 0 && rc != -ENOENT) {
-		rc = -EPROTO;
-		goto fail;
-	}
 	if (frame_get_bool(root, "cancelled", &flag) == 0 && flag && !job->cancelled) {
 		job->cancelled = 1;
 		if (!job->cancel_reason && !(job->cancel_reason = strdup("")))
@@ -294,6 +313,8 @@ struct wait_ctx {
 	int done;
 };
 
+/* A string answer is handed over as it is; any other JSON value (a number, an object from a
+ * form) as its compact JSON text, so the caller always gets a string. */
 static int take_answer(struct wait_ctx *w, const struct frame *f)
 {
 	const msgpack_object *r = frame_get(&f->root, "response");
@@ -361,6 +382,8 @@ static int dispatch(fp_job *job, const struct frame *f, struct wait_ctx *w)
 	return 0;
 }
 
+/* A protocol error is sticky (job->err): once the stream is suspect every later call fails
+ * with the same error instead of reading a misaligned frame. */
 static int handle(fp_job *job, struct frame *f, struct wait_ctx *w)
 {
 	int rc = dispatch(job, f, w);
@@ -413,6 +436,8 @@ static int can_send(fp_job *job)
 
 /* ---- opening ---------------------------------------------------------------------- */
 
+/* attempt defaults to 1, the first, for a detached job and for an environment that does not
+ * say. */
 static fp_job *job_alloc(void)
 {
 	fp_job *job = calloc(1, sizeof *job);
@@ -490,6 +515,10 @@ static int env_fd(int *fd)
 	return 1;
 }
 
+/* A detached process (no FORKPOINT_FD) gets a working handle whose sends do nothing, so a job
+ * can run outside forkpoint unchanged; a malformed FORKPOINT_ARGS is an error there, since
+ * it is all the job has.  Under forkpoint the start frame is the truth and the environment
+ * only a fallback. */
 static fp_job *open_common(int shared)
 {
 	int fd = -1, rc;
@@ -539,6 +568,8 @@ fp_job *fp_open_shared(void)
 	return open_common(1);
 }
 
+/* hello asks the supervisor for a fresh start frame: the only way a second process on a
+ * shared socket learns the current arguments, checkpoint and sequence number. */
 int fp_refresh(fp_job *job)
 {
 	int rc = can_send(job);
@@ -615,6 +646,9 @@ const char *fp_cancel_reason(const fp_job *job)
 
 /* ---- sending ---------------------------------------------------------------------------- */
 
+/* Progress is fire and forget: no acknowledgement is awaited, so reporting often costs a
+ * write.  NaN means "no fraction" and values above 1 are clipped rather than refused, since a
+ * rounding error in the job must not fail the call. */
 int fp_progress(fp_job *job, double fraction, const char *fmt, ...)
 {
 	char *msg = NULL, *clean = NULL;
@@ -655,6 +689,9 @@ out:
 	return rc;
 }
 
+/* Waits for "checkpointed": the call returns only once the supervisor has made the
+ * checkpoint durable, so a job may discard what it covers.  A cancelled job gets -ECANCELED
+ * before anything is sent, as the wait would give it afterwards. */
 int fp_checkpoint(fp_job *job, const void *data, size_t len)
 {
 	int rc = can_send(job);
@@ -689,6 +726,8 @@ int fp_checkpoint(fp_job *job, const void *data, size_t len)
 	return wait_for(job, &w);
 }
 
+/* FNV-1a of the prompt: a stable id, so asking the same question in a later attempt gets the
+ * recorded answer rather than asking again.  Not cryptographic; it only has to be stable. */
 char *fp_question_id(const char *prompt, char *buf, size_t buflen)
 {
 	uint64_t h = 0xcbf29ce484222325ull;   /* FNV-1a 64 offset basis */
@@ -775,6 +814,9 @@ static int mcp_result_ok(const cJSON *r)
 	return 1;
 }
 
+/* Parsed and checked here (valid JSON, UTF-8, and for MCP results the content shape) so a
+ * bad result is the caller's -EINVAL, not a protocol violation that kills the job.  One
+ * result per job: a second is -EALREADY. */
 static int send_result(fp_job *job, const char *json, int mcp)
 {
 	cJSON *v = NULL;
@@ -825,6 +867,8 @@ int fp_result_mcp(fp_job *job, const char *json)
 	return send_result(job, json, 1);
 }
 
+/* The code must be valid text (it becomes a machine-readable error code); the message and
+ * hint are free text and are repaired instead of refused. */
 int fp_fail(fp_job *job, const char *code, const char *message, int retryable,
             const char *hint)
 {
@@ -862,6 +906,7 @@ out:
 	return rc;
 }
 
+/* Fire and forget like progress; the level is checked against the protocol's five. */
 int fp_log(fp_job *job, const char *level, const char *fmt, ...)
 {
 	char *msg = NULL, *clean = NULL;
@@ -900,6 +945,8 @@ out:
 	return rc;
 }
 
+/* Reads what is already waiting (never blocks), so a job's loop can poll this cheaply.  A
+ * broken connection counts as cancelled: the job should stop either way. */
 int fp_cancelled(fp_job *job)
 {
 	if (!job || job->fd < 0)
@@ -909,6 +956,8 @@ int fp_cancelled(fp_job *job)
 	return job->cancelled || job->err != 0;
 }
 
+/* Only the descriptor goes; nothing is sent, so closing a shared handle does not end the task
+ * (another process may still speak for it). */
 void fp_close(fp_job *job)
 {
 	if (!job)

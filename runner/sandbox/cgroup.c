@@ -1,4 +1,4 @@
-/* runner/sandbox_cgroup.c — see sandbox_cgroup.h.
+/* runner/sandbox/cgroup.c — see cgroup.h.
  *
  * Layout: <our cgroup>/forkpoint-<supervisor pid>/<job name>, in each hierarchy used.  Our own
  * cgroup is the parent (not the hierarchy root) so the jobs stay charged to whatever limits the
@@ -40,6 +40,8 @@ struct cg_job {
 
 /* ---- small file helpers -------------------------------------------------------------- */
 
+/* One write of the whole value: cgroup files take a value per write() and reject a partial
+ * one, so a short write is an error (-EIO), never retried in pieces. */
 static int write_file(const char *dir, const char *name, const char *text)
 {
 	char p[PATH_MAX];
@@ -86,6 +88,8 @@ static long long keyed_value(const char *dir, const char *file, const char *key)
 	return 0;
 }
 
+/* Whole words only: "pids" must not match inside "pids_foo", and cgroup lists separate by
+ * spaces (v2) or commas (v1 mount options). */
 static int has_word(const char *list, const char *word)
 {
 	size_t wl = strlen(word);
@@ -167,6 +171,7 @@ static void find_paths(char paths[H_N][PATH_MAX], int have[H_N])
 	fclose(f);
 }
 
+/* EPERM means the process exists but is someone else's: alive, so its folder is left alone. */
 static int pid_alive(long pid)
 {
 	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
@@ -206,6 +211,9 @@ static void remove_stale(const char *parent)
 	closedir(d);
 }
 
+/* The base is created under our own cgroup as the mount shows it; inside a container the
+ * mount is often a subtree, so our path from /proc/self/cgroup is made relative to the
+ * mount's root first.  Stale bases of dead supervisors are swept on the way. */
 static char *make_base(struct cg_host *h, int which, const struct mnt *m, const char *path,
                        char *why, size_t whylen)
 {
@@ -236,6 +244,11 @@ static char *make_base(struct cg_host *h, int which, const struct mnt *m, const 
 	return strdup(base);
 }
 
+/* Probed once per supervisor: which hierarchies exist, whether this folder may delegate
+ * memory and pids to children (v2 needs them in subtree_control), and whether cgroup.kill is
+ * there.  v2 is preferred per controller, v1 fills the gaps, and folders that would give
+ * nothing are removed again.  Never fails for lack of cgroups: every gap becomes a line of
+ * the note that sandbox-check and the degraded list show. */
 int cg_host_new(struct cg_host **out)
 {
 	struct cg_host *h = calloc(1, sizeof *h);
@@ -321,6 +334,8 @@ const char *cg_host_note(const struct cg_host *h)
 	return h ? h->note : "";
 }
 
+/* Job folders whose last members were still exiting when the job was freed: retried on each
+ * new job and at exit, so they do not pile up over a long run. */
 static void retry_pending(struct cg_host *h)
 {
 	size_t w = 0;
@@ -351,6 +366,10 @@ void cg_host_free(struct cg_host *h)
 
 /* ---- one job ---------------------------------------------------------------------------- */
 
+/* A folder per job and hierarchy, named after the job plus a counter so a retried attempt
+ * never meets its predecessor's folder.  The limits are written before any process enters.
+ * cgroup.procs is opened now, by the supervisor, because the child that writes it later may
+ * have lost the right to open it (a new user namespace). */
 int cg_job_new(struct cg_host *h, const char *name, long long memory_bytes, long pids_max,
                struct cg_job **out)
 {
@@ -423,11 +442,15 @@ fail:
 	return rc;
 }
 
+/* For clone3's CLONE_INTO_CGROUP: the child starts inside the v2 folder, with no moment
+ * outside its limits. */
 int cg_job_dirfd(const struct cg_job *j)
 {
 	return j ? j->v2_fd : -1;
 }
 
+/* v1 has no CLONE_INTO_CGROUP: the child moves itself in, through the descriptors opened for
+ * it, before it runs anything of the job's. */
 int cg_job_enter(const struct cg_job *j)
 {
 	if (!j)
@@ -442,6 +465,8 @@ int cg_job_enter(const struct cg_job *j)
 	return 0;
 }
 
+/* Once the child has exec'd nothing more enters the folders: the descriptors go, so the
+ * supervisor holds no fds per running job that it no longer needs. */
 void cg_job_spawned(struct cg_job *j)
 {
 	if (!j)
@@ -489,6 +514,8 @@ int cg_job_kill(struct cg_job *j)
 	return 1;
 }
 
+/* Asked after the job ended, so a memory-limit kill is reported as such rather than as a bare
+ * SIGKILL. */
 int cg_job_oom(const struct cg_job *j)
 {
 	if (!j || j->h->mem_src < 0)
@@ -499,6 +526,8 @@ int cg_job_oom(const struct cg_job *j)
 	return keyed_value(j->dir[H_MEM], "memory.oom_control", "oom_kill") > 0;
 }
 
+/* rmdir fails with EBUSY while killed members are still exiting; such folders are kept for
+ * retry_pending instead of waiting here, which would stall the loop. */
 void cg_job_free(struct cg_job *j)
 {
 	if (!j)

@@ -62,6 +62,10 @@ void fs_plan_free(struct fs_plan *p)
 	free(p);
 }
 
+/* The plan is bounded (MAX_OPS, -E2BIG) because its paths come from an operator's readPaths
+ * and writePaths and from following symlinks: a plan that grew without limit would make every
+ * job start slower.  Each op keeps its path inside the new root and its source under the old
+ * root, computed once in the supervisor so the child only makes system calls. */
 static int add_op(struct fs_plan *p, enum op_kind kind, enum fs_mode mode, const char *path,
                   const char *src_prefix, const char *src, int is_file, int identity)
 {
@@ -104,6 +108,9 @@ static int is_under(const char *base, const char *path)
 	return strncmp(base, path, n) == 0 && (path[n] == 0 || path[n] == '/');
 }
 
+/* A directory already bound at the same place and at least as permissively (rw covers ro)
+ * makes a bind below it redundant; single files, devices and binds that land elsewhere than
+ * their source never cover anything. */
 static int covered(const struct fs_plan *p, const char *path, enum fs_mode mode)
 {
 	if (mode == FS_DEV)
@@ -132,6 +139,10 @@ static int via_symlink(const struct fs_plan *p, const char *path)
 	return 0;
 }
 
+/* A symlink on the path is recreated inside the jail and its target bound as well, so paths
+ * resolve inside as they do outside; the depth bound stops link loops and chains.  A missing
+ * optional path is fine (not every host has /lib64); a missing required one is the job's
+ * error. */
 static int view(struct fs_plan *p, const char *path, enum fs_mode mode, int required, int depth,
                 char *err, size_t errlen)
 {
@@ -195,6 +206,8 @@ int fs_plan_tmpfs(struct fs_plan *p, const char *path, long long bytes)
 	return add_op(p, OP_TMPFS, FS_RW, path, "", opts, 0, 0);
 }
 
+/* A fresh proc for the job's own PID namespace, never a bind of the host's: only the job's
+ * processes are visible. */
 int fs_plan_proc(struct fs_plan *p, const char *path)
 {
 	return add_op(p, OP_PROC, FS_RO, path, "", "", 0, 0);
@@ -205,6 +218,8 @@ int fs_plan_symlink(struct fs_plan *p, const char *path, const char *target)
 	return add_op(p, OP_SYMLINK, FS_RO, path, "", target, 0, 0);
 }
 
+/* Masks are ops like any other, so they are sorted after what they hide and applied after
+ * the proc mount they refine. */
 int fs_plan_mask(struct fs_plan *p, const char *path, enum fs_mask how)
 {
 	int rc = add_op(p, OP_MASK, FS_RO, path, "", "", 0, 0);
@@ -242,6 +257,8 @@ int fs_plan_finish(struct fs_plan *p, char *err, size_t errlen)
 
 /* ---- child side: system calls only ---------------------------------------------------- */
 
+/* The child reports one line (step and path) through the exec pipe and returns -errno; it
+ * never prints. */
 static int fail_at(int e, char *msg, size_t msglen, const char *step, const char *path)
 {
 	sandbox_msg(msg, msglen, step, path);
@@ -324,6 +341,7 @@ static int open_sources(struct fs_plan *p, char *msg, size_t msglen)
 	return 0;
 }
 
+/* The source fds are O_PATH descriptors of host paths: none may leak into the job. */
 static void close_sources(struct fs_plan *p)
 {
 	for (size_t i = 0; i < p->n; i++) {
@@ -382,6 +400,9 @@ static unsigned long kept_flags(const char *path)
 	return f;
 }
 
+/* Mount points are created with O_EXCL | O_NOFOLLOW inside the new root's tmpfs, which only
+ * this process has written to.  Then the remount sets the mode's flags: read-only paths get
+ * nodev and nosuid, writable ones nosuid and nodev, devices read-only and noexec. */
 static int do_bind(const struct fs_op *o, char *msg, size_t msglen)
 {
 	int rc;
@@ -448,6 +469,8 @@ static int do_mask(const struct fs_op *o, char *msg, size_t msglen)
 	return 0;
 }
 
+/* Run before the child drops the supervisor's rights (see sandbox.c), so host paths are
+ * resolved as the supervisor sees them; on failure nothing stays open. */
 int fs_plan_open(struct fs_plan *p, char *msg, size_t msglen)
 {
 	int rc = open_sources(p, msg, msglen);
@@ -470,6 +493,9 @@ int fs_plan_build(struct fs_plan *p, char *msg, size_t msglen)
 	return rc;
 }
 
+/* Order: make every mount private (so nothing propagates back to the host), pivot into a
+ * small staging tmpfs, build the new root in a tmpfs under it from the fds opened earlier,
+ * then pivot into that and detach the old root (below), so no path leads back out. */
 static int build(const struct fs_plan *p, char *msg, size_t msglen)
 {
 	int rc;

@@ -46,12 +46,17 @@ struct ll_path_beneath {
 	int32_t parent_fd;
 } __attribute__((packed));
 
+/* The version query never fails harmfully: 0 (no Landlock) on a kernel without it or with it
+ * disabled at boot, so callers fall back to the other mechanisms and report the gap. */
 int landlock_abi(void)
 {
 	long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LL_CREATE_RULESET_VERSION);
 	return v < 0 ? 0 : (int)v;
 }
 
+/* Every right this ABI knows is "handled", so anything not granted by a rule is denied.
+ * Asking for a right the kernel does not know makes ruleset creation fail, hence the
+ * per-ABI set. */
 static uint64_t handled_fs(int abi)
 {
 	uint64_t m = (1ULL << 13) - 1;      /* ABI 1: EXECUTE .. MAKE_SYM */
@@ -64,6 +69,8 @@ static uint64_t handled_fs(int abi)
 	return m;
 }
 
+/* Each access level maps to the least set of rights it needs, clipped to what this ABI
+ * handles (a right the ruleset does not handle cannot be granted). */
 static uint64_t rule_access(int abi, enum ll_access a, int is_dir)
 {
 	uint64_t all = handled_fs(abi);
@@ -90,6 +97,12 @@ static uint64_t rule_access(int abi, enum ll_access a, int is_dir)
 	return m & all;
 }
 
+/* The attribute struct is passed at the size this ABI understands: a kernel refuses a
+ * larger struct with unknown non-zero fields, and net rules (ABI 4) and scoping (ABI 6) are
+ * only asked for where they exist.  A rule path that does not exist is skipped (nothing
+ * there to grant); any other failure stops the job, never runs it with fewer rules than
+ * planned.  The ruleset fd is closed after restrict_self: the restriction stays with the
+ * process. */
 int landlock_apply(int abi, const struct ll_rule *rules, size_t n, int deny_tcp, int scope,
                    char *msg, size_t msglen)
 {

@@ -102,6 +102,9 @@ void sandbox_msg(char *msg, size_t msglen, const char *a, const char *b)
 
 /* ---- seccomp programs, compiled once per variant ----------------------------------------- */
 
+/* Sixteen variants at most (strict, network, pidns, no_shm), each built on first use and kept
+ * for the supervisor's life, so a spawn never recompiles one.  A failure is remembered too,
+ * so a variant that cannot be built is not tried again. */
 static const struct sock_fprog *get_filter(struct sandbox *sb, int strict, int network, int pidns,
                                            int no_shm, char *err, size_t errlen)
 {
@@ -121,6 +124,8 @@ static const struct sock_fprog *get_filter(struct sandbox *sb, int strict, int n
 
 /* ---- child steps ------------------------------------------------------------------------- */
 
+/* /proc id-map and setgroups files take their whole content in one write; a partial write is
+ * a failure, never retried. */
 static int write_proc(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -168,6 +173,10 @@ static void hide_argv(const struct sandbox *sb)
 		memset((void *)sb->env_start, 0, sb->env_end - sb->env_start);
 }
 
+/* The steps that need the supervisor's view of the host come first (id maps, cgroup, opening
+ * the bind sources), then the switch to the job's ids, then the new root, which cuts the
+ * host off.  Each step reports one line and returns -errno; the caller sends it up the exec
+ * pipe. */
 int sandbox_child_enter(const struct sandbox_job *sj, char *msg, size_t msglen)
 {
 	int rc;
@@ -206,6 +215,9 @@ int sandbox_child_enter(const struct sandbox_job *sj, char *msg, size_t msglen)
 	return 0;
 }
 
+/* The restrictions that would also bind the supervisor's own code in this child come last,
+ * just before execve: rlimits, no_new_privs, Landlock, then seccomp, which must be the final
+ * step because its filter may refuse the calls the earlier steps make. */
 int sandbox_child_exec(const struct sandbox_job *sj, char *msg, size_t msglen)
 {
 	int rc;
@@ -254,6 +266,8 @@ int sandbox_job_parent_maps(const struct sandbox_job *sj)
 	return sj->parent_maps;
 }
 
+/* A root supervisor writes the maps from outside (see release in spawn.c): the child alone
+ * could map only uid 0 (sandbox.h). */
 static int write_map(pid_t pid, const char *file, const char *text)
 {
 	char path[64];
@@ -372,6 +386,9 @@ out:
 	return rc;
 }
 
+/* The probe runs the real child steps in a throwaway child, mechanism by mechanism, instead
+ * of reading version numbers: what this kernel, its configuration and any outer sandbox (a
+ * container, a seccomp policy) actually allow is the only truth. */
 static void probe(struct sandbox *sb)
 {
 	char msg[200] = "";
@@ -590,6 +607,8 @@ static const char *const dev_nodes[] = {
 	"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", NULL,
 };
 
+/* Landlock rules mirror the binds, so a host without a private root (Landlock alone) still
+ * limits the job to the same paths. */
 static int add_rule(struct sandbox_job *sj, const char *path, enum ll_access a)
 {
 	struct ll_rule *r = realloc(sj->ll, (sj->n_ll + 1) * sizeof *r);
@@ -644,6 +663,10 @@ static int plan_masks(struct fs_plan *fs)
 	return rc;
 }
 
+/* What a job can see: the system's read-only paths, the program and the helper, its work
+ * folder (the only writable place of its own), its cwd, and the tool's declared read and
+ * write paths.  With a private root also private /tmp and /dev/shm (tmpfs of a bounded size:
+ * RLIMIT_AS does not count their pages where no memory cgroup does) and a masked /proc. */
 static int plan_paths(struct sandbox_job *sj, const struct sandbox_policy *cfg,
                       const struct sandbox_paths *paths, char *err, size_t errlen)
 {
@@ -693,6 +716,8 @@ static int plan_paths(struct sandbox_job *sj, const struct sandbox_policy *cfg,
 	return rc;
 }
 
+/* At most MAX_RLIMITS are kept (a fixed array: the child applies them after fork without
+ * allocating). */
 static void add_rlimit(struct sandbox_job *sj, int res, rlim_t soft, rlim_t hard)
 {
 	struct rlimit cur;
@@ -711,6 +736,8 @@ static void add_rlimit(struct sandbox_job *sj, int res, rlim_t soft, rlim_t hard
 	}
 }
 
+/* No core dumps: a job's memory may hold arguments and secrets, and a core file would land in
+ * its folder or wherever core_pattern says. */
 static void plan_rlimits(struct sandbox_job *sj)
 {
 	rlim_t mb = 1ULL << 20;
@@ -857,6 +884,8 @@ static void landlock_notes(struct sandbox_job *sj, cJSON *degraded)
 	}
 }
 
+/* "namespaces" means the full set that isolates a job (user, pid, mount and a private root):
+ * a partial set would let a tool that requires it run with much less than it declared. */
 static int require_met(const struct sandbox_job *sj, const char *mech)
 {
 	if (strcmp(mech, "namespaces") == 0)
@@ -928,6 +957,77 @@ static void note(cJSON *arr, const char *fmt, ...)
 	cJSON_AddItemToArray(arr, cJSON_CreateString(buf));
 }
 
+/* Namespaces, the job's identity and the private root: what the host offers, minus the net
+ * namespace when the tool asked for the network.  Each mechanism the host lacks becomes a
+ * "degraded" note, so sandbox-check and the job's own record say how weak its confinement is
+ * instead of pretending.  0 or -errno. */
+static int plan_namespaces(struct sandbox_job *sj, const struct sandbox_paths *paths,
+                           cJSON *degraded, char *err, size_t errlen)
+{
+	const struct sandbox *sb = sj->sb;
+	int rc;
+	sj->flags = sb->ns_flags;
+	if (sj->network)
+		sj->flags &= ~(unsigned long long)CLONE_NEWNET;
+	if (!sb->ns_flags)
+		note(degraded, "no namespaces (%s): no private filesystem view, no PID namespace, "
+		     "no network namespace", sb->ns_note);
+	else if (!sj->network && !(sb->ns_flags & CLONE_NEWNET))
+		note(degraded, "no network namespace: network blocked by seccomp and Landlock only");
+	if ((rc = plan_identity(sj, paths, err, errlen)) < 0)
+		return rc;
+	if (sj->flags && sb->private_root) {
+		if ((rc = fs_plan_new(&sj->fs)) < 0) {
+			snprintf(err, errlen, "out of memory");
+			return rc;
+		}
+		if (!sb->proc)
+			note(degraded, "no /proc inside the sandbox (%s)", sb->fs_note);
+	} else if (sj->flags) {
+		note(degraded, "no private root (%s): files limited by Landlock only", sb->fs_note);
+	}
+	return 0;
+}
+
+/* The seccomp filter is built last: which syscalls it refuses depends on the profile, the
+ * network choice, whether a PID namespace exists and whether memfd and System V shm must be
+ * refused (no_shm: no memory cgroup counts their pages, see plan_cgroup).  A host without seccomp, or a filter that cannot be
+ * built, is a degraded note, not a failure; a tool that cannot run without it says so in
+ * sandbox.require. */
+static void plan_seccomp(struct sandbox_job *sj, cJSON *degraded)
+{
+	struct sandbox *sb = sj->sb;
+	if (sb->seccomp) {
+		char e[256] = "";
+		sj->filter = get_filter(sb, sj->profile == P_STRICT, sj->network,
+		                        (sj->flags & CLONE_NEWPID) != 0, sj->no_shm, e, sizeof e);
+		if (!sj->filter)
+			note(degraded, "seccomp: %s", e);
+	} else {
+		note(degraded, "no seccomp (%s)", sb->seccomp_note);
+	}
+}
+
+/* A tool's sandbox.require turns a degraded mechanism into a refusal: the job does not start
+ * with less confinement than its operator declared it needs.  0 or -ENOTSUP. */
+static int check_required(const struct sandbox_job *sj, const struct sandbox_policy *cfg,
+                          char *err, size_t errlen)
+{
+	for (size_t i = 0; i < cfg->n_require; i++) {
+		if (!require_met(sj, cfg->require[i])) {
+			snprintf(err, errlen, "the tool requires sandbox mechanism '%s', which %s",
+			         cfg->require[i], sj->profile == P_NONE ? "profile none does not use"
+			         : "this host cannot provide (forkpoint sandbox-check shows what it has)");
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+/* The plan is made whole here, before any fork: every choice the child will act on (and every
+ * refusal) is settled while errors can still be reported as text, since the child can only
+ * fail.  Order: limits, namespaces and identity, cgroup, rlimits, Landlock, paths, seccomp
+ * last, because the filter depends on what the earlier steps chose. */
 int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
                     const struct sandbox_paths *paths, struct sandbox_job **out,
                     char *err, size_t errlen)
@@ -954,27 +1054,8 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
 	sj->processes = cfg->max_processes > 0 ? cfg->max_processes : SB_DEFAULT_PROCESSES;
 	sj->file_mb = cfg->max_file_mb > 0 ? cfg->max_file_mb : SB_DEFAULT_FILE_MB;
 
-	/* Namespaces */
-	sj->flags = sb->ns_flags;
-	if (sj->network)
-		sj->flags &= ~(unsigned long long)CLONE_NEWNET;
-	if (!sb->ns_flags)
-		note(degraded, "no namespaces (%s): no private filesystem view, no PID namespace, "
-		     "no network namespace", sb->ns_note);
-	else if (!sj->network && !(sb->ns_flags & CLONE_NEWNET))
-		note(degraded, "no network namespace: network blocked by seccomp and Landlock only");
-	if ((rc = plan_identity(sj, paths, err, errlen)) < 0)
+	if ((rc = plan_namespaces(sj, paths, degraded, err, errlen)) < 0)
 		goto fail;
-	if (sj->flags && sb->private_root) {
-		if ((rc = fs_plan_new(&sj->fs)) < 0) {
-			snprintf(err, errlen, "out of memory");
-			goto fail;
-		}
-		if (!sb->proc)
-			note(degraded, "no /proc inside the sandbox (%s)", sb->fs_note);
-	} else if (sj->flags) {
-		note(degraded, "no private root (%s): files limited by Landlock only", sb->fs_note);
-	}
 
 	plan_cgroup(sj, paths, degraded);
 	if (!(sj->flags & CLONE_NEWPID) && !sj->cgc.kill)
@@ -998,27 +1079,11 @@ int sandbox_job_new(struct sandbox *sb, const struct sandbox_policy *cfg,
 	if ((rc = plan_paths(sj, cfg, paths, err, errlen)) < 0)
 		goto fail;
 
-	/* Seccomp */
-	if (sb->seccomp) {
-		char e[256] = "";
-		sj->filter = get_filter(sb, sj->profile == P_STRICT, sj->network,
-		                        (sj->flags & CLONE_NEWPID) != 0, sj->no_shm, e, sizeof e);
-		if (!sj->filter)
-			note(degraded, "seccomp: %s", e);
-	} else {
-		note(degraded, "no seccomp (%s)", sb->seccomp_note);
-	}
+	plan_seccomp(sj, degraded);
 
 check:
-	for (size_t i = 0; i < cfg->n_require; i++) {
-		if (!require_met(sj, cfg->require[i])) {
-			snprintf(err, errlen, "the tool requires sandbox mechanism '%s', which %s",
-			         cfg->require[i], sj->profile == P_NONE ? "profile none does not use"
-			         : "this host cannot provide (forkpoint sandbox-check shows what it has)");
-			rc = -ENOTSUP;
-			goto fail;
-		}
-	}
+	if ((rc = check_required(sj, cfg, err, errlen)) < 0)
+		goto fail;
 	describe(sj, degraded);
 	degraded = NULL;
 	if (!sj->json) {

@@ -66,11 +66,15 @@ static const char *const allow_strict[] = {
  * have cleared; compare the low 32 bits only. */
 #define LOW32(v) SCMP_CMP_MASKED_EQ, 0xffffffffULL, (scmp_datum_t)(uint32_t)(v)
 
+/* By name, through libseccomp, so the lists read as syscall names and a name this
+ * architecture lacks (e.g. "open" on arm64) resolves to nothing instead of a wrong number. */
 static int resolve(const char *name)
 {
 	return seccomp_syscall_resolve_name(name);
 }
 
+/* A call this libseccomp or architecture does not know is skipped, not an error: a call the
+ * kernel cannot run needs no rule.  EEXIST (a call listed twice, or an alias) is fine too. */
 static int add_list(scmp_filter_ctx ctx, uint32_t action, const char *const *names)
 {
 	for (size_t i = 0; names[i]; i++) {
@@ -98,6 +102,8 @@ static const struct mode_arg mode_calls[] = {
 };
 #define FP_O_TMPFILE_BIT 020000000   /* __O_TMPFILE, without O_DIRECTORY */
 
+/* A masked-equality comparison built by hand: the SCMP_A* macros would need a literal
+ * argument index. */
 static struct scmp_arg_cmp arg_masked(unsigned arg, scmp_datum_t mask, scmp_datum_t value)
 {
 	struct scmp_arg_cmp c = { .arg = arg, .op = SCMP_CMP_MASKED_EQ, .datum_a = mask, .datum_b = value };
@@ -169,6 +175,11 @@ static int add_shm_rules(scmp_filter_ctx ctx)
 	return 0;
 }
 
+/* The argument-checked rules.  seccomp cannot read memory, so clone3 (whose flags live in a
+ * struct) is made to fail with ENOSYS and the libc falls back to clone, whose flags sit in a
+ * register the filter can test: that is how new namespaces are refused.  One function rather
+ * than one per profile (hence its length): the two profiles share the clone3, mode and shm
+ * rules, and each branch reads as that profile's whole argument policy. */
 static int add_common(scmp_filter_ctx ctx, const struct sc_variant *v)
 {
 	int rc;
@@ -285,6 +296,10 @@ fail:
 	return rc;
 }
 
+/* Built once per variant in the supervisor and exported as plain BPF, so the child only has
+ * to load it: no libseccomp call, no allocation after fork.  strict is an allow list
+ * (anything else kills), default a deny list on top of allow; the shared rules (add_common)
+ * go into both. */
 int sc_build(const struct sc_variant *v, struct sock_fprog *out, char *err, size_t errlen)
 {
 	int rc;
@@ -326,6 +341,8 @@ void sc_free(struct sock_fprog *p)
 	}
 }
 
+/* The raw syscall with flags 0: the caller has set no_new_privs already, which is what lets
+ * an unprivileged process install a filter. */
 int sc_load(const struct sock_fprog *p)
 {
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, p) < 0)

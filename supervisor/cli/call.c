@@ -1,4 +1,4 @@
-/* supervisor/call.c — see call.h. */
+/* supervisor/cli/call.c — see call.h. */
 #include "supervisor/cli/call.h"
 
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include <cJSON.h>
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/views.h"
 #include "proto/jsonrpc.h"
 #include "proto/termsafe.h"
 #include "proto/io.h"
@@ -42,6 +42,8 @@ struct client {
 	char last_msg[512];
 };
 
+/* The only state a signal touches.  The handler is installed without SA_RESTART, so Ctrl-C
+ * also breaks the poll in read_line with EINTR and the main path can cancel the task. */
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int s)
@@ -50,6 +52,10 @@ static void on_sigint(int s)
 	interrupted = 1;
 }
 
+/* call is a real MCP client of a real server: it runs "forkpoint mcp" (this same binary,
+ * through /proc/self/exe, so the versions always match) on a pair of pipes.  The server ignores
+ * SIGINT: Ctrl-C reaches the whole foreground group, and the server must stay up to cancel the
+ * task cleanly when this client asks it to. */
 static int start_server(struct client *c, const char *config, const char *state)
 {
 	int in[2], out[2];
@@ -87,7 +93,10 @@ static int start_server(struct client *c, const char *config, const char *state)
 	return 0;
 }
 
-/* Read one line from the server; NULL on EOF/error.  Caller frees. */
+/* Read one line from the server; NULL on EOF/error.  Caller frees.
+ * Lines are split out of a buffer that keeps what follows the newline, since one read may
+ * hold several messages.  The timeout bounds a silent server; an interrupt ends the wait so
+ * the caller sees Ctrl-C within one poll. */
 static char *read_line(struct client *c, int timeout_ms)
 {
 	for (;;) {
@@ -138,6 +147,8 @@ static void put_shown(const struct client *c, FILE *f, const char *before, const
 	free(t);
 }
 
+/* The bar lives on one stderr line redrawn with \r and erase-line; it is cleared before any
+ * other output so messages never land in the middle of it. */
 static void clear_bar(struct client *c)
 {
 	if (c->tty && c->bar_shown) {
@@ -146,6 +157,9 @@ static void clear_bar(struct client *c)
 	}
 }
 
+/* On a terminal, a 40-column bar with the message cut to whole characters; otherwise (a log
+ * file, CI) one line per change of message, so a redirected stderr is not flooded with
+ * identical lines. */
 static void show_progress(struct client *c, double fraction, const char *msg)
 {
 	if (!msg)
@@ -177,7 +191,10 @@ static void show_progress(struct client *c, double fraction, const char *msg)
 }
 
 /* Send a request and wait for its response; notifications seen meanwhile update the bar.
- * Returns the parsed response (caller frees) or NULL. */
+ * Returns the parsed response (caller frees) or NULL.
+ * Responses are matched by id; anything else that arrives meanwhile (progress, logs, other
+ * notifications) is read and dropped, except that progress redraws the bar.  Ten minutes
+ * without a line is taken as a dead server. */
 static cJSON *request(struct client *c, const char *method, cJSON *params)
 {
 	cJSON *id = cJSON_CreateNumber((double)++c->next_id);
@@ -217,6 +234,8 @@ static cJSON *request(struct client *c, const char *method, cJSON *params)
 	}
 }
 
+/* Fire and forget: a notification has no answer to wait for, and a write error shows up on
+ * the next request. */
 static void notify(struct client *c, const char *method)
 {
 	char *line = rpc_notification(method, NULL);
@@ -227,6 +246,8 @@ static void notify(struct client *c, const char *method)
 	free(line);
 }
 
+/* Every call carries a progress token so the server streams notifications/progress while a
+ * sync call runs. */
 static cJSON *call_tool(struct client *c, const char *name, cJSON *args)
 {
 	cJSON *p = cJSON_CreateObject();
@@ -237,6 +258,8 @@ static cJSON *call_tool(struct client *c, const char *name, cJSON *args)
 	return resp;
 }
 
+/* The durable_task_* facade tools, which any MCP client can call: call follows a task the
+ * same way a model does, not through a side door. */
 static cJSON *facade(struct client *c, const char *tool, const char *task_id, const char *response)
 {
 	cJSON *a = cJSON_CreateObject();
@@ -332,6 +355,9 @@ static char *ask_user(struct client *c, const cJSON *req)
 
 static int poll_task(struct client *c, const char *id);
 
+/* The MCP handshake first, as any client must; then either the given task or a fresh call.
+ * The answer is a task handle only when the server's own _meta mark names it: a job's result
+ * that happens to have a taskId field is printed as the result. */
 static int drive(struct client *c, const char *tool, cJSON *args, const char *existing)
 {
 	cJSON *p = cJSON_CreateObject();
@@ -371,7 +397,7 @@ static int drive(struct client *c, const char *tool, cJSON *args, const char *ex
 	const cJSON *task = cJSON_GetObjectItem(sc, "taskId");
 	/* Only the server's own mark makes a task handle: a job's result may look like one. */
 	const cJSON *mark = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(resp, "result"), "_meta"), FACADE_HANDLE_META);
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItem(resp, "result"), "_meta"), VIEWS_HANDLE_META);
 	if (!cJSON_IsString(task) || !cJSON_IsString(mark) || strcmp(mark->valuestring, task->valuestring) != 0) {
 		/* A sync tool (or a failure before any task): the answer is the result. */
 		clear_bar(c);
@@ -387,6 +413,9 @@ static int drive(struct client *c, const char *tool, cJSON *args, const char *ex
 	return poll_task(c, id);
 }
 
+/* Polls get until the task ends, answering questions on the terminal and cancelling on
+ * Ctrl-C (exit 130, as a shell reports SIGINT).  A failed get (no status) means the server is
+ * gone, which ends the wait instead of spinning. */
 static int poll_task(struct client *c, const char *id)
 {
 	int rc = 1;
@@ -456,6 +485,9 @@ static int poll_task(struct client *c, const char *id)
 	}
 }
 
+/* SIGPIPE is ignored so a server that died shows up as a write error, not a silent death of
+ * the client.  Closing the server's stdin is its signal to stop its jobs and exit; it is then
+ * reaped, so call never leaves a zombie or a running server behind. */
 int call_main(int argc, char **argv)
 {
 	const char *tool = NULL, *json = NULL, *config = getenv("FORKPOINT_CONFIG"), *state = NULL;

@@ -203,32 +203,110 @@ static void collect_cb(struct loop *l, void *arg)
 	rc->collect = loop_timer_in(l, 30000, collect_cb, rc);
 }
 
-static int cmd_mcp(int argc, char **argv)
+struct mcp_args {
+	const char *config_path, *state, *level;
+};
+
+/* `forkpoint mcp`'s command line.  1: done (help printed), 0: go on, else the exit status of a
+ * usage error. */
+static int mcp_args(int argc, char **argv, struct mcp_args *a)
 {
-	const char *config_path = getenv("FORKPOINT_CONFIG");
-	const char *state = NULL;
-	const char *level = "info";
+	a->config_path = getenv("FORKPOINT_CONFIG");
+	a->state = NULL;
+	a->level = "info";
 	for (int i = 0; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
 			fputs(usage_mcp, stdout);
-			return 0;
+			return 1;
 		} else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
-			config_path = argv[++i];
+			a->config_path = argv[++i];
 		} else if (strcmp(argv[i], "--state") == 0 && i + 1 < argc) {
-			state = argv[++i];
+			a->state = argv[++i];
 		} else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
-			level = argv[++i];
+			a->level = argv[++i];
 		} else {
 			char msg[300];
 			snprintf(msg, sizeof msg, "mcp: unexpected argument '%s'", argv[i]);
 			return usage_error(msg, usage_mcp);
 		}
 	}
-	if (!config_path || !*config_path)
+	if (!a->config_path || !*a->config_path)
 		return usage_error("mcp: --config FILE is required (or set FORKPOINT_CONFIG)", usage_mcp);
-	int lvl = fplog_level_parse(level);
-	if (lvl < 0)
+	if (fplog_level_parse(a->level) < 0)
 		return usage_error("mcp: --log-level must be debug, info, notice, warning or error", usage_mcp);
+	return 0;
+}
+
+/* SIGTERM, SIGINT and SIGHUP arrive through a signalfd on the loop (a handler could not touch
+ * the loop safely); SIGPIPE is ignored, as a client or job that goes away is an event, not a
+ * reason to die.  The process is made non-dumpable first: a job running as our uid must not
+ * be able to ptrace us or read our memory.  Returns the signalfd, or -1. */
+static int prepare_process(void)
+{
+	prctl(PR_SET_DUMPABLE, 0);
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t mask;
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Probe the sandbox once, before any job, and say plainly what is missing and which tools run
+ * unconfined. */
+static int probe_sandbox(struct supervisor *sv)
+{
+	if (sandbox_new(&sv->sandbox) < 0)
+		return -ENOMEM;
+	char line[512];
+	int degraded = sandbox_host_summary(sv->sandbox, line, sizeof line);
+	fplog(&sv->log, degraded ? FPLOG_WARNING : FPLOG_INFO, NULL, "%s", line);
+	for (size_t i = 0; i < sv->cfg->n_tools; i++)
+		if (strcmp(sv->cfg->tools[i].sandbox.profile, "none") == 0)
+			fplog(&sv->log, FPLOG_WARNING, NULL, "tool %s has sandbox profile none: its jobs "
+			      "run UNCONFINED, with all of this server's rights", sv->cfg->tools[i].name);
+	return 0;
+}
+
+/* The end of `forkpoint mcp`: one last commit, then what it made durable goes out (bounded),
+ * then the core comes down.  Jobs end with us; tasks are left as they were (a later run
+ * resumes them).  The pool goes first (supervisor_quiesce): its last done callbacks still
+ * answer into the server's sessions.  -1 when the last commit failed (the exit status must
+ * say so). */
+static int close_mcp(struct supervisor *sv, int sig_fd)
+{
+	int rc = 0;
+	if (sv->server && shutdown_commit(sv) < 0) {
+		rc = -1;
+	} else if (sv->server) {
+		server_release(sv->server);
+		server_flush(sv->server);
+		server_drain(sv->server, 2000);
+	}
+	(void)supervisor_quiesce(sv);
+	server_free(sv->server);
+	sv->server = NULL;
+	supervisor_close(sv);
+	if (sig_fd >= 0)
+		close(sig_fd);
+	config_free(sv->cfg);
+	free(sv->state_dir);
+	free(sv->bin_dir);
+	return rc;
+}
+
+/* `forkpoint mcp`: load, open the core, serve stdio until its end or a signal, shut down with
+ * a last commit (whose failure is the exit status: see shutdown_commit). */
+static int cmd_mcp(int argc, char **argv)
+{
+	struct mcp_args a;
+	int arc = mcp_args(argc, argv, &a);
+	if (arc)
+		return arc == 1 ? 0 : arc;
+	const char *config_path = a.config_path, *state = a.state;
+	int lvl = fplog_level_parse(a.level);
 
 	struct supervisor sv;
 	memset(&sv, 0, sizeof sv);
@@ -255,61 +333,24 @@ static int cmd_mcp(int argc, char **argv)
 	if (prepare_state_dir(state, &sv.state_dir) < 0)
 		goto out;
 	sv.bin_dir = binary_dir();
-
-	/* A job running as our uid must not be able to ptrace us or read our memory. */
-	prctl(PR_SET_DUMPABLE, 0);
-	signal(SIGPIPE, SIG_IGN);
-	sigset_t mask;
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	sc.fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-
-	/* Probe the sandbox once, before any job, and say plainly what is missing. */
-	if (sandbox_new(&sv.sandbox) < 0) {
+	sc.fd = prepare_process();
+	if (probe_sandbox(&sv) < 0) {
 		fprintf(stderr, "forkpoint: out of memory\n");
 		goto out;
 	}
-	{
-		char line[512];
-		int degraded = sandbox_host_summary(sv.sandbox, line, sizeof line);
-		fplog(&sv.log, degraded ? FPLOG_WARNING : FPLOG_INFO, NULL, "%s", line);
-		for (size_t i = 0; i < sv.cfg->n_tools; i++)
-			if (strcmp(sv.cfg->tools[i].sandbox.profile, "none") == 0)
-				fplog(&sv.log, FPLOG_WARNING, NULL, "tool %s has sandbox profile none: its jobs "
-				      "run UNCONFINED, with all of this server's rights", sv.cfg->tools[i].name);
-	}
-
-	sv.loop = loop_new();
-	if (!sv.loop || sc.fd < 0) {
-		fprintf(stderr, "forkpoint: event loop: %s\n", strerror(errno));
+	if (sc.fd < 0) {
+		fprintf(stderr, "forkpoint: signalfd: %s\n", strerror(errno));
 		goto out;
 	}
-	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
-	/* Blocking file work — hashing downloads and artifacts, syncing upload chunks, copying a
-	 * commit across file systems — happens on these threads, off the loop. */
-	int wrc = workers_new(sv.loop, 2, &sv.workers);
-	if (wrc < 0) {
-		fprintf(stderr, "forkpoint: cannot start worker threads: %s\n", strerror(-wrc));
-		goto out;
-	}
-	sv.tasks = tasks_new(&sv);
-	if (!sv.tasks) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto out;
-	}
-	sv.transfers = transfers_new(&sv);
-	if (!sv.transfers) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto out;
-	}
+	/* Blocking file work (hashing, syncing upload chunks, checkpoint blobs, input copies,
+	 * tree removal) happens on two worker threads, off the loop. */
+	const struct supervisor_opts so = { .workers = 2 };
 	int64_t t0 = loop_now();
-	if (persist_open(&sv, 0, &sv.persist, err, sizeof err) < 0) {
+	if (supervisor_open(&sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "forkpoint: %s\n", err);
 		goto out;
 	}
+	loop_add_fd(sv.loop, sc.fd, EPOLLIN, on_signal, &sc);
 	fplog(&sv.log, FPLOG_INFO, NULL, "journal replayed: %llu records, %zu tasks in %lld ms",
 	      (unsigned long long)persist_records_replayed(sv.persist), tasks_count(sv.tasks),
 	      (long long)(loop_now() - t0));
@@ -318,10 +359,7 @@ static int cmd_mcp(int argc, char **argv)
 		fprintf(stderr, "forkpoint: cannot start the server: %s\n", strerror(errno));
 		goto out;
 	}
-	tasks_recover(sv.tasks);
-	transfers_recover(sv.transfers);
-	tasks_collect(sv.tasks, loop_wall_ms());
-	transfers_collect(sv.transfers, loop_wall_ms());
+	supervisor_recover(&sv);
 	run.collect = loop_timer_in(sv.loop, 30000, collect_cb, &run);
 	loop_set_turn_hook(sv.loop, on_turn, &run);
 	fplog(&sv.log, FPLOG_INFO, NULL, "forkpoint %s serving %zu tools, state %s", FORKPOINT_VERSION,
@@ -332,31 +370,8 @@ static int cmd_mcp(int argc, char **argv)
 	}
 	ret = 0;
 out:
-	if (sv.server && shutdown_commit(&sv) < 0)
+	if (close_mcp(&sv, sc.fd) < 0)
 		ret = 1;
-	else if (sv.server) {
-		server_release(sv.server);
-		server_flush(sv.server);
-		server_drain(sv.server, 2000);
-	}
-	/* Jobs end with us; tasks are left as they were (a later run resumes them).  The pool
-	 * goes first: its last done callbacks still answer into the server's sessions. */
-	workers_free(sv.workers);
-	/* A checkpoint whose blob the pool finished meanwhile was recorded by its done callback:
-	 * made durable too (never acknowledged; nothing is sent any more). */
-	if (sv.persist)
-		(void)persist_commit(sv.persist);
-	server_free(sv.server);
-	tasks_free(sv.tasks);
-	sandbox_free(sv.sandbox);
-	persist_close(sv.persist);
-	transfers_free(sv.transfers);
-	if (sc.fd >= 0)
-		close(sc.fd);
-	loop_free(sv.loop);
-	config_free(sv.cfg);
-	free(sv.state_dir);
-	free(sv.bin_dir);
 	free(state_default);
 	return ret;
 }

@@ -13,8 +13,9 @@
 #include <unistd.h>
 
 #include "state/blob.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/mcp/views.h"
 #include "state/journal.h"
+#include "state/layout.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/tasks.h"
 #include "proto/termsafe.h"
@@ -63,16 +64,12 @@ static int view_open(struct view *v, const char *state, persist_tap tap, void *t
 	}
 	free(def);
 	def = NULL;
-	v->sv.loop = loop_new();
-	v->sv.tasks = v->sv.loop ? tasks_new(&v->sv) : NULL;
-	if (!v->sv.tasks) {
-		fprintf(stderr, "forkpoint: out of memory\n");
-		goto fail;
-	}
-	if (persist_open_tap(&v->sv, 1, tap, tap_arg, &v->p, err, sizeof err) < 0) {
+	const struct supervisor_opts so = { .read_only = 1, .tap = tap, .tap_arg = tap_arg };
+	if (supervisor_open(&v->sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "forkpoint: %s\n", err);
 		goto fail;
 	}
+	v->p = v->sv.persist;
 	return 0;
 fail:
 	free(def);
@@ -83,9 +80,7 @@ fail:
 /* Safe to call again, and after a failed view_open. */
 static void view_close(struct view *v)
 {
-	persist_close(v->p);
-	tasks_free(v->sv.tasks);
-	loop_free(v->sv.loop);
+	supervisor_close(&v->sv);
 	free(v->sv.state_dir);
 	memset(v, 0, sizeof *v);
 }
@@ -263,7 +258,7 @@ static void tap(void *arg, const struct store_rec *r)
 		return;
 	int64_t at = r->type == STORE_REC_SNAP_TASK ? r->u.snap.updated : r->at;
 	char ts[64], line[1700], detail[400] = "";
-	facade_iso_time(at, ts);
+	views_iso_time(at, ts);
 	const char *s = NULL;
 	if (r->type == STORE_REC_START)
 		snprintf(detail, sizeof detail, "attempt %lld", (long long)r->u.start.attempt);
@@ -313,9 +308,9 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	print_kv("tool", "", t->tool_name, raw);
 	printf("%-12s %s\n", "status", task_status_name(t->status));
 	printf("%-12s %d%s\n", "attempt", t->attempt, t->retries_used ? " (after retries)" : "");
-	facade_iso_time(t->created_ms, ts);
+	views_iso_time(t->created_ms, ts);
 	printf("%-12s %s\n", "created", ts);
-	facade_iso_time(t->updated_ms, ts);
+	views_iso_time(t->updated_ms, ts);
 	printf("%-12s %s\n", "updated", ts);
 	if (t->progress_msg || t->fraction >= 0) {
 		char b[40];
@@ -326,11 +321,9 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	if (t->checkpoint || t->checkpoint_blob[0]) {
 		/* Read-only views do not load blobs: take a blob's size from the file. */
 		size_t len = t->checkpoint_len;
-		struct stat bst;
-		char bpath[4400];
-		snprintf(bpath, sizeof bpath, "%s/blobs/%.2s/%s", v->sv.state_dir, t->checkpoint_blob, t->checkpoint_blob);
-		if (t->checkpoint_blob[0] && stat(bpath, &bst) == 0)
-			len = (size_t)bst.st_size;
+		uint64_t bsize;
+		if (t->checkpoint_blob[0] && blobs_size(persist_blobs(v->p), t->checkpoint_blob, &bsize) == 0)
+			len = (size_t)bsize;
 		printf("%-12s seq %lld, %zu bytes%s%s\n", "checkpoint", (long long)t->checkpoint_seq,
 		       len, t->checkpoint_blob[0] ? ", blob " : "", t->checkpoint_blob);
 	}
@@ -360,7 +353,7 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	if (t->error)
 		print_kv_json("error", t->error, raw);
 	if (TASK_TERMINAL(t->status)) {
-		facade_iso_time(t->expires_ms, ts);
+		views_iso_time(t->expires_ms, ts);
 		printf("%-12s %s\n", "expires", ts);
 	}
 }
@@ -443,7 +436,7 @@ int ops_logs(int argc, char **argv)
 	}
 	char path[4200], tid[33];
 	memcpy(tid, t->id, sizeof tid);
-	snprintf(path, sizeof path, "%s/tasks/%s/output.log", v.sv.state_dir, tid);
+	layout_task(path, sizeof path, v.sv.state_dir, tid, LAYOUT_TASK_LOG);
 	char *dir = strdup(v.sv.state_dir);
 	int terminal = TASK_TERMINAL(t->status);
 	view_close(&v);
@@ -546,7 +539,7 @@ int ops_fsck(int argc, char **argv)
 			nblobs++;
 			void *d;
 			size_t n;
-			int r = blob_get(v.sv.state_dir, refs[i], &d, &n);
+			int r = blobs_get(persist_blobs(v.p), refs[i], &d, &n);
 			if (r < 0) {
 				printf("task %s: %s blob %s: %s (the task answers task_lost)\n", t->id,
 				       i ? "result" : "checkpoint", refs[i],

@@ -2,7 +2,7 @@
  *
  * One request per checkpoint in flight; a task has at most one, because its job is paused
  * from the frame that sent it until its record is appended.  The worker writes the blob
- * through blob_store_write, which touches only the file system; everything else (the store's
+ * through blobs_write, which is safe on a worker thread; everything else (the store's
  * byte count, the task, the record, the job) is done in the done callback on the loop.
  *
  * A blob is shared by content, so while it is being written another task's superseded copy of
@@ -32,7 +32,7 @@ struct ckpt_req {
 	size_t len;
 	int64_t seq;
 	ckpt_done_fn done;
-	const struct blob_store *bs;
+	const struct blobs *bs;
 	char hex[BLOB_HEX_LEN + 1];
 	int added;                  /* the last write made a new file */
 	int rc;                     /* the last write's result */
@@ -63,7 +63,7 @@ static void write_run(struct workers *w, void *arg)
 	struct ckpt_req *r = arg;
 	(void)w;
 	r->added = 0;
-	r->rc = blob_store_write(r->bs, r->src, r->len, r->hex, &r->added);
+	r->rc = blobs_write(r->bs, r->src, r->len, r->hex, &r->added);
 	if (r->rc == 0 && !r->data && !(r->data = dup_bytes(r->src, r->len)))
 		r->rc = -ENOMEM;
 }
@@ -93,7 +93,7 @@ static void write_done(void *arg, int ran)
 	struct persist *p = r->sv->persist;
 	struct task *t = r->t;
 	if (ran && r->added)
-		blob_store_added(persist_blob_store(p), r->len);
+		blobs_added(persist_blobs(p), r->len);
 	if (!ran || TASK_TERMINAL(t->status) || t->result_held || t->result_pending) {
 		/* Nothing names the blob: the next compaction collects it. */
 		free(r->data);
@@ -102,7 +102,7 @@ static void write_done(void *arg, int ran)
 		return;
 	}
 	int rc = r->rc;
-	if (rc == 0 && !blob_exists(r->bs->state_dir, r->hex))
+	if (rc == 0 && !blobs_exists(r->bs, r->hex))
 		rc = -ENOENT;
 	if (rc == -ENOENT && ++r->tries < CKPT_TRIES &&
 	    workers_submit(r->sv->workers, write_run, write_done, r) == 0)
@@ -129,7 +129,7 @@ void ckpt_store(struct supervisor *sv, struct task *t, struct job *j, const void
 		return;
 	}
 	*r = (struct ckpt_req){ .sv = sv, .t = t, .j = j, .src = data, .len = len, .seq = seq,
-	                        .done = done, .bs = persist_blob_store(p) };
+	                        .done = done, .bs = persist_blobs(p) };
 	if (workers_submit(sv->workers, write_run, write_done, r) < 0) {
 		free(r);
 		store_now(sv, t, data, len, seq, done);

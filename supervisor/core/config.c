@@ -53,6 +53,8 @@ static int fail(struct ctx *cx, const char *path, const char *fmt, ...)
 	return -1;
 }
 
+/* Out of memory is reported like any other config error, as a line of text: this is library
+ * code, and only main() decides to exit. */
 static int oom(struct ctx *cx)
 {
 	return fail(cx, "", "out of memory");
@@ -65,17 +67,21 @@ static void key_path(char *out, const char *opath, const char *key)
 		memcpy(out + KEYPATH - 4, "...", 4);
 }
 
+/* "tools[3]": array elements are named the way a user would point at them in the file. */
 static void index_path(char *out, const char *apath, size_t i)
 {
 	if (snprintf(out, KEYPATH, "%s[%zu]", apath, i) >= KEYPATH)
 		memcpy(out + KEYPATH - 4, "...", 4);
 }
 
+/* Case-sensitive, as JSON keys are: cJSON_GetObjectItem would take "Tools" for "tools" and
+ * the misspelling would never be reported. */
 static const cJSON *get(const cJSON *obj, const char *key)
 {
 	return cJSON_GetObjectItemCaseSensitive(obj, key);
 }
 
+/* Limits and values print as the user would write them: 3600, not 3600.000000. */
 static void fmt_num(char *buf, size_t n, double d)
 {
 	if (schema_is_integral(d) && d < 1e15 && d > -1e15)
@@ -111,6 +117,8 @@ static const char *got(const cJSON *v, char *buf, size_t n)
  * Getters return 0 and leave *out untouched when the key is absent (so defaults set
  * beforehand stand), 0 with *out set when valid, -1 with a message otherwise. */
 
+/* Every section is checked for type before its keys are read, so a string where an object
+ * belongs gets "must be an object", not a confusing message about a missing member. */
 static int need_object(struct ctx *cx, const cJSON *v, const char *path)
 {
 	return cJSON_IsObject(v) ? 0 : fail(cx, path, "must be an object");
@@ -183,6 +191,8 @@ static int check_keys(struct ctx *cx, const cJSON *obj, const char *opath,
 	return 0;
 }
 
+/* The "<= max" message comes first for a whole number that is too large, so 1e12 gets the
+ * limit it broke; anything else (a fraction, a string, too small) is told the lower bound. */
 static int opt_long(struct ctx *cx, const cJSON *obj, const char *opath, const char *key,
                     long min, long max, long *out)
 {
@@ -199,6 +209,8 @@ static int opt_long(struct ctx *cx, const cJSON *obj, const char *opath, const c
 	return 0;
 }
 
+/* Through opt_long, so int options get the same checks and messages; the bounds passed are
+ * ints, so the narrowing cannot overflow. */
 static int opt_int(struct ctx *cx, const cJSON *obj, const char *opath, const char *key,
                    int min, int max, int *out)
 {
@@ -209,6 +221,8 @@ static int opt_int(struct ctx *cx, const cJSON *obj, const char *opath, const ch
 	return 0;
 }
 
+/* Non-finite numbers are refused: cJSON reads 1e400 as infinity, which would pass a "<= max"
+ * test written the other way round. */
 static int opt_num(struct ctx *cx, const cJSON *obj, const char *opath, const char *key,
                    double min, double max, double *out)
 {
@@ -229,6 +243,7 @@ static int opt_num(struct ctx *cx, const cJSON *obj, const char *opath, const ch
 	return 0;
 }
 
+/* true or false only: 0, 1 and "yes" are refused rather than guessed at. */
 static int opt_bool(struct ctx *cx, const cJSON *obj, const char *opath, const char *key, int *out)
 {
 	const cJSON *v = get(obj, key);
@@ -287,6 +302,7 @@ static int opt_enum(struct ctx *cx, const cJSON *obj, const char *opath, const c
 	return fail(cx, kp, "must be one of %s (got %s)", list, got(v, g, sizeof g));
 }
 
+/* n entries, not NULL-terminated, so arrays freed halfway through parsing are safe too. */
 static void free_strv(char **v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -489,6 +505,9 @@ out:
 	return rc;
 }
 
+/* Each limit has a range that keeps the server safe whatever the file says: a frame of 1 KiB
+ * to 64 MiB, at most 1024 concurrent jobs, and so on; a value outside is refused, never
+ * clamped, so what runs is what the file says. */
 static int parse_server(struct ctx *cx, const cJSON *v, struct server_cfg *s)
 {
 	static const char *const keys[] = {
@@ -535,6 +554,8 @@ static int is_name_char(char c)
 	       c == '_' || c == '.' || c == '-';
 }
 
+/* A model types these names and they appear in task records and logs: a small alphabet
+ * (shared with placeholders) keeps them free of anything that would need escaping. */
 static int valid_tool_name(const char *s)
 {
 	size_t n = strlen(s);
@@ -546,6 +567,8 @@ static int valid_tool_name(const char *s)
 	return 1;
 }
 
+/* "{name}" with a name from the same alphabet as tool names; a lone "{" or "{}" is literal
+ * text, so a command can still pass JSON-looking arguments. */
 const char *config_placeholder(const char *s, const char **name, size_t *len)
 {
 	for (const char *p = strchr(s, '{'); p; p = strchr(p + 1, '{')) {
@@ -587,6 +610,8 @@ static int parse_schema(struct ctx *cx, const cJSON *v, const char *kp, cJSON **
 	return 0;
 }
 
+/* Annotations are hints a client shows or weighs; they are type-checked and passed through
+ * as written, and nothing in forkpoint acts on them. */
 static int parse_annotations(struct ctx *cx, const cJSON *v, const char *kp, cJSON **out)
 {
 	static const char *const keys[] = {
@@ -607,6 +632,10 @@ static int parse_annotations(struct ctx *cx, const cJSON *v, const char *kp, cJS
 	return 0;
 }
 
+/* maxCheckpointMB is capped at what the frame protocol can carry, so a tool cannot be
+ * configured with checkpoints the job could never send.  require names mechanisms; the
+ * check that the host has them is made per job (sandbox_job_new), where the answer is
+ * known. */
 static int parse_sandbox(struct ctx *cx, const cJSON *v, const char *kp, struct sandbox_policy *sb,
                          long *max_checkpoint_mb)
 {
@@ -704,6 +733,8 @@ static int parse_command(struct ctx *cx, const cJSON *v, const char *tp, struct 
 	return 0;
 }
 
+/* A relative cwd resolves against the config file's folder, not the server's cwd, and must
+ * exist now: a job whose cwd is missing would fail on every call. */
 static int parse_cwd(struct ctx *cx, const cJSON *tool, const char *tp, struct tool_cfg *t)
 {
 	char kp[KEYPATH];
@@ -725,27 +756,11 @@ static int parse_cwd(struct ctx *cx, const cJSON *tool, const char *tp, struct t
 	return 0;
 }
 
-static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+/* A tool's name is what a model calls it by: it must be a valid MCP tool name and must not
+ * shadow a built-in tool, or configuring one would silently replace forkpoint's own. */
+static int parse_tool_name(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
 {
-	static const char *const keys[] = {
-		"name", "title", "description", "inputSchema", "outputSchema", "annotations",
-		"command", "cwd", "mode", "waitSeconds", "resume", "timeoutSeconds", "ttlSeconds",
-		"retries", "taskSupport", "sandbox", NULL,
-	};
-	static const char *const modes[] = { "task", "sync", "auto", NULL };
-	static const char *const resumes[] = { "checkpoint", "restart", "fail", NULL };
-	static const char *const supports[] = { "forbidden", "optional", "required", NULL };
 	char kp[KEYPATH];
-	int mode = TOOL_MODE_TASK, resume = RESUME_CHECKPOINT, support = -1;
-
-	t->wait_seconds = 10;
-	t->timeout_seconds = 3600;
-	t->ttl_seconds = 86400;
-	snprintf(t->sandbox.profile, sizeof t->sandbox.profile, "default");
-	t->max_checkpoint_mb = FRAME_CHECKPOINT_MB;
-	if (need_object(cx, v, tp) || check_keys(cx, v, tp, keys))
-		return -1;
-
 	key_path(kp, tp, "name");
 	if (!get(v, "name"))
 		return fail(cx, kp, "required");
@@ -757,13 +772,17 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	for (size_t i = 0; reserved_names[i]; i++)
 		if (strcmp(reserved_names[i], t->name) == 0)
 			return fail(cx, kp, "\"%s\" is the name of a built-in tool", t->name);
+	return 0;
+}
 
-	if (opt_str(cx, v, tp, "title", 0, &t->title) ||
-	    opt_str(cx, v, tp, "description", 0, &t->description))
-		return -1;
-
+/* The schemas are compiled here, at load, so a bad one stops the config with its path instead
+ * of failing the first call; a tool without inputSchema gets {"type": "object"}, which MCP
+ * requires tools/list to show and which still refuses non-object arguments. */
+static int parse_tool_schemas(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+{
+	char kp[KEYPATH];
 	const cJSON *in = get(v, "inputSchema"), *outs = get(v, "outputSchema"),
-	            *ann = get(v, "annotations"), *sb = get(v, "sandbox");
+	            *ann = get(v, "annotations");
 	key_path(kp, tp, "inputSchema");
 	if (in) {
 		if (parse_schema(cx, in, kp, &t->input_schema, &t->input_check))
@@ -784,10 +803,19 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 	key_path(kp, tp, "annotations");
 	if (ann && parse_annotations(cx, ann, kp, &t->annotations))
 		return -1;
+	return 0;
+}
 
-	if (parse_command(cx, get(v, "command"), tp, t) || parse_cwd(cx, v, tp, t))
-		return -1;
-
+/* How a tool runs: mode, timings, retries and taskSupport.  taskSupport defaults from the
+ * mode (a sync tool cannot be a task); "required" with mode sync is refused, since no call
+ * could then succeed. */
+static int parse_tool_run(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+{
+	static const char *const modes[] = { "task", "sync", "auto", NULL };
+	static const char *const resumes[] = { "checkpoint", "restart", "fail", NULL };
+	static const char *const supports[] = { "forbidden", "optional", "required", NULL };
+	char kp[KEYPATH];
+	int mode = TOOL_MODE_TASK, resume = RESUME_CHECKPOINT, support = -1;
 	if (opt_enum(cx, v, tp, "mode", modes, &mode) ||
 	    opt_num(cx, v, tp, "waitSeconds", 0, 3600, &t->wait_seconds) ||
 	    opt_enum(cx, v, tp, "resume", resumes, &resume) ||
@@ -805,7 +833,40 @@ static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct too
 		return fail(cx, kp, "\"required\" cannot be combined with \"mode\": \"sync\"");
 	}
 	t->task_support = (enum task_support)support;
+	return 0;
+}
 
+/* Unknown keys are refused (check_keys), so a misspelt option is an error at load rather than
+ * a default silently in force.  The defaults are set first so every parse below only
+ * overrides. */
+static int parse_tool(struct ctx *cx, const cJSON *v, const char *tp, struct tool_cfg *t)
+{
+	static const char *const keys[] = {
+		"name", "title", "description", "inputSchema", "outputSchema", "annotations",
+		"command", "cwd", "mode", "waitSeconds", "resume", "timeoutSeconds", "ttlSeconds",
+		"retries", "taskSupport", "sandbox", NULL,
+	};
+	char kp[KEYPATH];
+
+	t->wait_seconds = 10;
+	t->timeout_seconds = 3600;
+	t->ttl_seconds = 86400;
+	snprintf(t->sandbox.profile, sizeof t->sandbox.profile, "default");
+	t->max_checkpoint_mb = FRAME_CHECKPOINT_MB;
+	if (need_object(cx, v, tp) || check_keys(cx, v, tp, keys))
+		return -1;
+	if (parse_tool_name(cx, v, tp, t))
+		return -1;
+	if (opt_str(cx, v, tp, "title", 0, &t->title) ||
+	    opt_str(cx, v, tp, "description", 0, &t->description))
+		return -1;
+	if (parse_tool_schemas(cx, v, tp, t))
+		return -1;
+	if (parse_command(cx, get(v, "command"), tp, t) || parse_cwd(cx, v, tp, t))
+		return -1;
+	if (parse_tool_run(cx, v, tp, t))
+		return -1;
+	const cJSON *sb = get(v, "sandbox");
 	key_path(kp, tp, "sandbox");
 	if (sb && parse_sandbox(cx, sb, kp, &t->sandbox, &t->max_checkpoint_mb))
 		return -1;
@@ -899,6 +960,8 @@ static int check_nesting(struct ctx *cx, const struct config *c)
 	return 0;
 }
 
+/* Duplicate names are refused: tools/call dispatches by name, so a second tool of the same
+ * name would be unreachable. */
 static int parse_tools(struct ctx *cx, const cJSON *v, struct config *c)
 {
 	char g[64], tp[KEYPATH], kp[KEYPATH];
@@ -930,6 +993,7 @@ static int parse_tools(struct ctx *cx, const cJSON *v, struct config *c)
 
 /* ---- entry points ------------------------------------------------------------------------ */
 
+/* Errors in JSON syntax point at a line and a column, the way an editor counts them. */
 static void line_col(const char *text, size_t off, int *line, int *col)
 {
 	size_t bol = 0;
@@ -943,6 +1007,9 @@ static void line_col(const char *text, size_t off, int *line, int *col)
 	*col = 1 + (int)utf8_count(text + bol, off - bol);
 }
 
+/* The server defaults are set before parsing so every getter only overrides.  Trailing text
+ * after the top-level value is refused (cJSON's require_null_terminated): a second object
+ * pasted after the first must not be silently ignored. */
 static int build(struct ctx *cx, const char *text, size_t len, struct config **out)
 {
 	static const char *const keys[] = { "server", "tools", NULL };
@@ -1013,6 +1080,8 @@ fail:
 	return -1;
 }
 
+/* The base directory is made absolute once, here, so relative paths in the file mean the
+ * same thing whatever the server's cwd becomes later. */
 int config_parse(const char *text, size_t len, const char *base_dir,
                  struct config **out, char *err, size_t errlen)
 {
@@ -1143,6 +1212,7 @@ void config_free(struct config *c)
 	free(c);
 }
 
+/* A linear scan: configs hold a handful of tools. */
 const struct tool_cfg *config_tool(const struct config *c, const char *name)
 {
 	for (size_t i = 0; i < c->n_tools; i++)

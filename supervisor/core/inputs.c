@@ -1,6 +1,7 @@
 /* supervisor/core/inputs.c — see inputs.h. */
 #include "supervisor/core/inputs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -11,9 +12,18 @@
 #include <unistd.h>
 
 #include "proto/io.h"
+#include "state/layout.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/transfer.h"
 #include "supervisor/core/workers.h"
 
+/* A copy, not a link: a later change to the original does not reach the job, and the job
+ * cannot write through to the original (the copy is 0444 as well).  copy_file_range lets the
+ * file system share extents or copy in the kernel; where it cannot (EXDEV across some file
+ * systems, ENOSYS, EOPNOTSUPP, EINVAL) the rest is copied by hand from the offset reached.
+ * The temp name plus rename means the job never sees a half-copied input, and
+ * O_EXCL | O_NOFOLLOW keeps a planted link from receiving the bytes. */
 int inputs_copy_file(int src, int64_t size, int dirfd, const char *name, unsigned char *buf, size_t buflen)
 {
 	char tmp[NAME_MAX + 16];
@@ -82,6 +92,8 @@ struct inputs {
 	int rc;                     /* from the worker */
 };
 
+/* The descriptors are duplicated because the copies run later, possibly on a worker thread,
+ * after the caller has closed its own: the caller's lifetime and the copy's stay separate. */
 int inputs_add(struct inputs **list, int src, int64_t size, int dirfd, const char *name, const char *arg)
 {
 	struct inputs *l = *list;
@@ -125,12 +137,21 @@ void inputs_free(struct inputs *list)
 	free(list);
 }
 
+/* A copy that failed, as its argument's failure (the same whether it was made now or later).
+ * Retryable and internal: the model gave a valid argument, so a failed copy (a full disk, an
+ * I/O error) is the server's problem, not a wrong call. */
+static void copy_failure(struct transfer_error *e, const char *arg, int rc)
+{
+	transfer_error_set(e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+	                   "The file for argument %s could not be copied into the job's folder: %s.", arg,
+	                   strerror(-rc));
+}
+
 cJSON *inputs_copy_error(const char *arg, int rc)
 {
-	char msg[NAME_MAX + 300];
-	snprintf(msg, sizeof msg, "The file for argument %s could not be copied into the job's folder: %s.", arg,
-	         strerror(-rc));
-	return task_envelope("internal_error", msg, 1, "Call the tool again; if it keeps failing, tell the operator.");
+	struct transfer_error e;
+	copy_failure(&e, arg, rc);
+	return transfer_error_envelope(&e, NULL);
 }
 
 /* Make every copy, in order, until one fails (w: the pool, whose stop ends the work early;
@@ -156,7 +177,9 @@ static void copy_run(struct workers *w, void *arg)
 	copy_all(w, arg);
 }
 
-/* The loop hears how the copies went; ran 0: the pool stopped before they were made. */
+/* The loop hears how the copies went; ran 0: the pool stopped before they were made.
+ * Runs on the loop thread, which owns the task table, so done may look the task up.  Only a
+ * real failure gets an envelope; -ECANCELED means the server is exiting and nobody is told. */
 static void copy_done(void *arg, int ran)
 {
 	struct inputs *l = arg;
@@ -168,6 +191,8 @@ static void copy_done(void *arg, int ran)
 	inputs_free(l);
 }
 
+/* A refused submit (no pool, -ENOMEM, or a pool being freed) falls back to copying inline
+ * rather than failing the start: slower for the loop, but the task still starts. */
 void inputs_run(struct supervisor *sv, struct inputs *list, const char *task_id, inputs_done_fn done,
                 void *arg)
 {
@@ -179,4 +204,145 @@ void inputs_run(struct supervisor *sv, struct inputs *list, const char *task_id,
 		return;
 	copy_all(NULL, list);
 	copy_done(list, 1);
+}
+
+/* ---- arguments that name files -------------------------------------------------------- */
+
+/* A copy made now (no pool, or a caller that cannot wait), with a scratch buffer of its own. */
+static int copy_now(int src, int64_t size, int dirfd, const char *name)
+{
+	unsigned char *buf = malloc(COPY_BUF);
+	int rc = buf ? inputs_copy_file(src, size, dirfd, name, buf, COPY_BUF) : -ENOMEM;
+	free(buf);
+	return rc;
+}
+
+static int mkdir_at(int dirfd, const char *name)
+{
+	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* The one file an earlier attempt placed in an argument's input folder.  0 and its name. */
+static int placed_before(int pd, char *name, size_t len)
+{
+	int d = fcntl(pd, F_DUPFD_CLOEXEC, 0), found = 0;
+	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
+	struct dirent *de;
+	if (!dir) {
+		if (d >= 0)
+			close(d);
+		return -ENOENT;
+	}
+	while ((de = readdir(dir))) {
+		struct stat st;
+		if (de->d_name[0] == '.' || fstatat(pd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		snprintf(name, len, "%s", de->d_name);
+		found++;
+	}
+	closedir(dir);
+	return found == 1 ? 0 : -ENOENT;
+}
+
+/* One argument marked forkpoint-upload: its file copied into inputs/<arg>/ (in: that folder's
+ * parent, inputs its path; the copy made now, or noted in *later) and the argument replaced
+ * by the copy's path.  0, or -1 with e
+ * filled (naming the argument). */
+static int place_input(struct transfers *tr, int in, const char *inputs, const char *arg, cJSON *args,
+                       const char *v, struct inputs **later, struct transfer_error *e)
+{
+	char base[NAME_MAX + 1], dest[PATH_MAX + NAME_MAX + 300];
+	int pd = -1, src = -1, rc = -1;
+	int64_t size = 0;
+	/* A name per argument: two arguments may name files with the same base name. */
+	if (!artifacts_name_ok(arg) || mkdir_at(in, arg) < 0 ||
+	    (pd = openat(in, arg, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		transfer_error_set(e, "internal_error", 1, "Call the tool again.", "Cannot prepare the input folder for "
+		          "argument %s.", arg);
+		goto out;
+	}
+	size_t il = strlen(inputs);
+	if (strncmp(v, inputs, il) == 0 && v[il] == '/') {
+		rc = 0;   /* already placed by an earlier attempt of the same task */
+		goto out;
+	}
+	if (transfer_open_input(tr, v, &src, &size, base, sizeof base, e) < 0) {
+		/* A retry or resume after the upload's record expired: an earlier attempt of this
+		 * task already holds the file. */
+		int gone = strcmp(e->code, "unknown_transfer") == 0 || strcmp(e->code, "transfer_expired") == 0;
+		if (!(gone && placed_before(pd, base, sizeof base) == 0)) {
+			snprintf(e->param, sizeof e->param, "%s", arg);
+			goto out;
+		}
+	} else if ((rc = later ? inputs_add(later, src, size, pd, base, arg) : copy_now(src, size, pd, base)) < 0) {
+		copy_failure(e, arg, rc);
+		rc = -1;
+		goto out;
+	}
+	snprintf(dest, sizeof dest, "%s/%s/%s", inputs, arg, base);
+	cJSON_ReplaceItemInObject(args, arg, cJSON_CreateString(dest));
+	rc = 0;
+out:
+	if (src >= 0)
+		close(src);
+	if (pd >= 0)
+		close(pd);
+	return rc;
+}
+
+/* inputs/ and outputs/ first (the job finds both), then every marked argument's file.  On
+ * failure the copies noted so far are dropped. */
+static int prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                   struct inputs **later, cJSON **err)
+{
+	char inputs[PATH_MAX];
+	const cJSON *props = cJSON_GetObjectItem(schema, "properties");
+	const cJSON *p;
+	struct transfer_error e;
+	int wd = -1, in = -1, rc = 0;
+	*err = NULL;
+	wd = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (wd < 0 || mkdir_at(wd, LAYOUT_INPUTS) < 0 || mkdir_at(wd, LAYOUT_OUTPUTS) < 0 ||
+	    (in = openat(wd, LAYOUT_INPUTS, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		transfer_error_set(&e, "internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
+		          "The job's work folder %s could not be prepared: %s.", work_dir, strerror(errno));
+		rc = -1;
+		goto out;
+	}
+	snprintf(inputs, sizeof inputs, "%s/" LAYOUT_INPUTS, work_dir);
+	cJSON_ArrayForEach(p, props) {
+		const cJSON *fmt = cJSON_GetObjectItem(p, "format");
+		if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "forkpoint-upload") != 0)
+			continue;
+		cJSON *v = cJSON_GetObjectItem(args, p->string);
+		if (cJSON_IsString(v) && (rc = place_input(tr, in, inputs, p->string, args, v->valuestring, later, &e)) < 0)
+			goto out;
+	}
+out:
+	if (rc < 0)
+		*err = transfer_error_envelope(&e, transfers_roots(tr));
+	if (rc < 0 && later) {
+		inputs_free(*later);
+		*later = NULL;
+	}
+	if (in >= 0)
+		close(in);
+	if (wd >= 0)
+		close(wd);
+	return rc;
+}
+
+int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir, cJSON **err)
+{
+	return prepare(tr, schema, args, work_dir, NULL, err);
+}
+
+int inputs_prepare_later(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                         struct inputs **later, cJSON **err)
+{
+	if (later)
+		*later = NULL;
+	return prepare(tr, schema, args, work_dir, later, err);
 }

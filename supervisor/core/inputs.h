@@ -1,9 +1,9 @@
-/* supervisor/core/inputs.h — copying a job's input files into its work folder.
- *
- * transfer_prepare_args decides which file each forkpoint-upload argument names and where
- * its copy goes (work/inputs/<argument>/<name>); the copy itself can take as long as the file
- * is large, so it is done here, on the worker pool when there is one.  Functions return 0 /
- * -errno. */
+/* supervisor/core/inputs.h — files into jobs: the arguments of a tool call that name a file
+ * (their property schema has "format":"forkpoint-upload") get a read-only copy of it in the
+ * job's work folder (work/inputs/<argument>/<name>), and the argument then holds the copy's
+ * path.  The files come from the transfers (transfer_open_input); a copy can take as long as
+ * the file is large, so it is made on the worker pool when there is one.  Functions return 0 /
+ * -errno unless they say otherwise. */
 #ifndef FP_INPUTS_H
 #define FP_INPUTS_H
 
@@ -40,5 +40,21 @@ typedef void (*inputs_done_fn)(void *arg, const char *task_id, int rc, cJSON *en
  * they are made now and done runs before inputs_run returns.  Loop thread only. */
 void inputs_run(struct supervisor *sv, struct inputs *list, const char *task_id, inputs_done_fn done,
                 void *arg);
+
+struct transfers;
+
+/* inputs_prepare: creates work_dir/inputs/ and work_dir/outputs/; then for every argument
+ * whose property schema has "format":"forkpoint-upload", the value (the handle of a committed
+ * upload, a path inside a file root, or a forkpoint:// artifact URI) is replaced by the path of a
+ * read-only copy placed at work_dir/inputs/<argument>/<file name>.  Safe to call at every start
+ * of the same task: a value already pointing into inputs/ is left alone, and a handle that has
+ * expired meanwhile falls back to the copy an earlier attempt made.  0, or -1 with an envelope
+ * {code, message, retryable, recoveryHint, param} in *err (caller frees). */
+int inputs_prepare(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir, cJSON **err);
+/* The same, but the copies are only noted in *later (NULL when there are none), for the
+ * caller to make with inputs_run before the job starts: the arguments already name where the
+ * files will be.  On -1, *later is NULL.  later NULL: inputs_prepare. */
+int inputs_prepare_later(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
+                         struct inputs **later, cJSON **err);
 
 #endif

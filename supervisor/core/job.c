@@ -679,6 +679,67 @@ static int plan_sandbox(struct supervisor *sv, const struct job_spec *spec, stru
 	return 0;
 }
 
+/* The log is opened for appending (O_NOFOLLOW: a job cannot swap it for a link to a file of
+ * the supervisor's) and its size taken as what is already written, so a retried attempt keeps
+ * counting against the same budget instead of starting afresh.  0 or -errno. */
+static int open_log(struct job *j, const char *path, char *err, size_t errlen)
+{
+	j->logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (j->logfd < 0) {
+		int e = errno;
+		snprintf(err, errlen, "open %s: %s", path, strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (fstat(j->logfd, &st) == 0)
+		j->log_written = st.st_size;
+	/* An earlier attempt went past the budget: only the truncation note can have done that. */
+	j->log_truncated = j->log_written > j->log_max;
+	return 0;
+}
+
+/* The job's ends: the frame socketpair, the output pipe and /dev/null for stdin.  All
+ * CLOEXEC; spawn dups the child's ends into place.  On failure what was opened stays in the
+ * arrays for the caller to close.  0 or -errno. */
+static int open_ends(int sock[2], int pp[2], int *devnull, char *err, size_t errlen)
+{
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock) < 0 ||
+	    pipe2(pp, O_CLOEXEC) < 0) {
+		int e = errno;
+		snprintf(err, errlen, "socketpair/pipe: %s", strerror(e));
+		return -e;
+	}
+	*devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (*devnull < 0) {
+		int e = errno;
+		snprintf(err, errlen, "/dev/null: %s", strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+/* Watch a spawned job's descriptors: its end (pidfd), its frames (socket), its output, and
+ * the exec pipe that reports a failure before exec.  On failure the caller frees the job:
+ * job_free() kills and reaps the child and takes these back out of the loop.  0 or -errno. */
+static int watch(struct job *j, char *err, size_t errlen)
+{
+	struct loop *l = j->sv->loop;
+	int rc;
+	if ((rc = loop_add_fd(l, j->pidfd, EPOLLIN, on_pidfd, j)) < 0 ||
+	    (rc = loop_add_fd(l, j->sock, EPOLLIN, on_sock, j)) < 0 ||
+	    (rc = loop_add_fd(l, j->out, EPOLLIN, on_out, j)) < 0 ||
+	    (j->execfd >= 0 && (rc = loop_add_fd(l, j->execfd, EPOLLIN, on_exec, j)) < 0)) {
+		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+		return rc;
+	}
+	j->sock_polled = 1;
+	return 0;
+}
+
+/* The job's ends are made before the spawn so the child inherits them: stdin is /dev/null
+ * (a job never reads the supervisor's stdin, which is the MCP stream), stdout and stderr share
+ * one pipe into the log, and a socketpair carries frames.  After the spawn the parent closes
+ * the child's ends at once, so EOF on them means the job is gone. */
 int job_start(struct supervisor *sv, const struct job_spec *spec, const struct job_callbacks *cb,
               void *owner, struct job **out, char *err, size_t errlen)
 {
@@ -702,29 +763,10 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 		snprintf(err, errlen, "out of memory");
 		goto fail;
 	}
-	j->logfd = open(spec->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (j->logfd < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "open %s: %s", spec->log_path, strerror(errno));
+	if ((rc = open_log(j, spec->log_path, err, errlen)) < 0)
 		goto fail;
-	}
-	struct stat st;
-	if (fstat(j->logfd, &st) == 0)
-		j->log_written = st.st_size;
-	/* An earlier attempt went past the budget: only the truncation note can have done that. */
-	j->log_truncated = j->log_written > j->log_max;
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv_sock) < 0 ||
-	    pipe2(pp, O_CLOEXEC) < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "socketpair/pipe: %s", strerror(errno));
+	if ((rc = open_ends(sv_sock, pp, &devnull, err, errlen)) < 0)
 		goto fail;
-	}
-	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (devnull < 0) {
-		rc = -errno;
-		snprintf(err, errlen, "/dev/null: %s", strerror(errno));
-		goto fail;
-	}
 	if ((rc = plan_sandbox(sv, spec, j, err, errlen)) < 0)
 		goto fail;
 	struct spawn_req req = {
@@ -753,15 +795,10 @@ int job_start(struct supervisor *sv, const struct job_spec *spec, const struct j
 	j->out = pp[0];
 	fcntl(j->sock, F_SETFL, O_NONBLOCK);
 	fcntl(j->out, F_SETFL, O_NONBLOCK);
-	if ((rc = loop_add_fd(sv->loop, j->pidfd, EPOLLIN, on_pidfd, j)) < 0 ||
-	    (rc = loop_add_fd(sv->loop, j->sock, EPOLLIN, on_sock, j)) < 0 ||
-	    (rc = loop_add_fd(sv->loop, j->out, EPOLLIN, on_out, j)) < 0 ||
-	    (j->execfd >= 0 && (rc = loop_add_fd(sv->loop, j->execfd, EPOLLIN, on_exec, j)) < 0)) {
-		snprintf(err, errlen, "event loop: %s", strerror(-rc));
+	if ((rc = watch(j, err, errlen)) < 0) {
 		job_free(j);
 		return rc;
 	}
-	j->sock_polled = 1;
 	*out = j;
 	return 0;
 fail:

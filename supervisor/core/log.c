@@ -1,4 +1,4 @@
-/* supervisor/log.c — see log.h. */
+/* supervisor/core/log.c — see log.h. */
 #include "supervisor/core/log.h"
 #include "proto/termsafe.h"
 
@@ -9,10 +9,13 @@
 #include <time.h>
 #include <unistd.h>
 
+/* Indexed by enum fplog_level: the RFC 5424 names, which are also MCP's logging levels, so a
+ * client's logging/setLevel value maps straight onto a level. */
 static const char *const names[] = {
 	"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency",
 };
 
+/* An out-of-range level prints as "info" rather than reading past the table. */
 const char *fplog_level_name(enum fplog_level lv)
 {
 	return (unsigned)lv < sizeof names / sizeof names[0] ? names[lv] : "info";
@@ -33,6 +36,11 @@ void fplog_init(struct fplog *lg, int fd, enum fplog_level min)
 	lg->min = min;
 }
 
+/* The sink sees every event, before the stderr threshold, because a client's chosen level is
+ * independent of the operator's.  The message is formatted once into a bounded buffer (a
+ * longer one is cut, never allocated for), then escaped into a logfmt line: UTC time to the
+ * millisecond, level, task, quoted msg.  Eight bytes of slack at the end of line leave room
+ * for the longest escape and the closing quote and newline. */
 void fplog(const struct fplog *lg, enum fplog_level lv, const char *task, const char *fmt, ...)
 {
 	char msg[2048];

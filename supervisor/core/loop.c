@@ -1,4 +1,4 @@
-/* supervisor/loop.c — see loop.h.
+/* supervisor/core/loop.c — see loop.h.
  *
  * fds are kept in a table indexed by fd number with a generation counter packed into the
  * epoll cookie, so an fd deleted (and maybe reused) by an earlier callback in the same turn
@@ -41,6 +41,9 @@ struct loop {
 	void *turn_arg;
 };
 
+/* Deadlines use CLOCK_MONOTONIC so a wall-clock step (NTP, an operator's date) neither fires
+ * every timer at once nor postpones them; milliseconds are the finest any deadline here
+ * needs and what epoll_wait takes. */
 int64_t loop_now(void)
 {
 	struct timespec ts;
@@ -48,6 +51,8 @@ int64_t loop_now(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Wall time only for what is shown or stored (timestamps in answers and records), never for
+ * scheduling. */
 int64_t loop_wall_ms(void)
 {
 	struct timespec ts;
@@ -70,6 +75,8 @@ struct loop *loop_new(void)
 	return l;
 }
 
+/* Timers are owned by the loop (the handle is only a reference), fds by whoever added them:
+ * so only the timers are freed here. */
 void loop_free(struct loop *l)
 {
 	if (!l)
@@ -82,11 +89,16 @@ void loop_free(struct loop *l)
 	free(l);
 }
 
+/* fd in the low half, its slot's generation in the high half: an event fetched before a
+ * callback deleted (and perhaps reused) the fd no longer matches the slot and is dropped. */
 static uint64_t cookie(int fd, uint32_t gen)
 {
 	return (uint64_t)gen << 32 | (uint32_t)fd;
 }
 
+/* The table grows by doubling to cover fd, so lookup is an index; fds are small and dense.
+ * The generation moves on add as well as on delete, so a reused fd number never matches an
+ * older cookie still in this turn's event array. */
 int loop_add_fd(struct loop *l, int fd, uint32_t events, loop_fd_cb cb, void *arg)
 {
 	if (fd < 0)
@@ -125,6 +137,8 @@ int loop_mod_fd(struct loop *l, int fd, uint32_t events)
 	return 0;
 }
 
+/* Safe inside a callback: the generation bump makes the rest of this turn's events for fd
+ * stale, so a callback that closed another fd cannot have it dispatched after the close. */
 void loop_del_fd(struct loop *l, int fd)
 {
 	if (fd < 0 || (size_t)fd >= l->nfds || !l->fds[fd].used)
@@ -136,6 +150,8 @@ void loop_del_fd(struct loop *l, int fd)
 
 /* ---- timers --------------------------------------------------------------- */
 
+/* Ties break by creation order, so timers armed for the same millisecond fire in the order
+ * they were set (a zero-delay timer queued after another runs after it). */
 static int timer_less(const struct loop_timer *a, const struct loop_timer *b)
 {
 	return a->when < b->when || (a->when == b->when && a->seq < b->seq);
@@ -183,6 +199,8 @@ static struct loop_timer *heap_pop(struct loop *l)
 	return t;
 }
 
+/* The heap slot is reserved before the timer is allocated, so a failure leaves nothing
+ * half-inserted: NULL and the heap unchanged. */
 struct loop_timer *loop_timer_at(struct loop *l, int64_t when, loop_timer_cb cb, void *arg)
 {
 	if (l->nheap == l->capheap) {
@@ -210,6 +228,8 @@ struct loop_timer *loop_timer_in(struct loop *l, int64_t ms, loop_timer_cb cb, v
 	return loop_timer_at(l, loop_now() + (ms < 0 ? 0 : ms), cb, arg);
 }
 
+/* O(1): the timer is only marked; it is freed when it reaches the top of the heap.  That is
+ * why a handle must not be cancelled after it fired: the memory is gone then. */
 void loop_timer_cancel(struct loop *l, struct loop_timer *t)
 {
 	(void)l;
@@ -223,7 +243,9 @@ void loop_set_turn_hook(struct loop *l, loop_turn_cb cb, void *arg)
 	l->turn_arg = arg;
 }
 
-/* ms until the next live timer (-1 if none), capped at a minute; dead heads are freed. */
+/* ms until the next live timer (-1 if none), capped at a minute; dead heads are freed.
+ * Dead timers at the top are freed here, where lazy deletion catches up with them: a
+ * cancelled timer never makes the loop wake for nothing. */
 static int next_wait(struct loop *l)
 {
 	while (l->nheap && l->heap[0]->dead)
@@ -236,7 +258,10 @@ static int next_wait(struct loop *l)
 	return d > 60000 ? 60000 : (int)d;
 }
 
-/* Fire due timers; return ms until the next live one (-1 if none). */
+/* Fire due timers; return ms until the next live one (-1 if none).
+ * Each due timer is popped before its callback runs, so a callback may arm or cancel other
+ * timers (and the heap may reallocate) without disturbing this walk.  now is read once: a
+ * timer armed for "now" by a callback waits for the next turn instead of starving fds. */
 static int run_timers(struct loop *l)
 {
 	int64_t now = loop_now();
@@ -257,6 +282,9 @@ static int run_timers(struct loop *l)
 	return next_wait(l);
 }
 
+/* Order: timers, the turn hook, the sleep, fds.  epoll_wait's EINTR is a normal wakeup, not
+ * an error: signals reach the supervisor as a signalfd, so whatever interrupted the wait is
+ * an fd event on a later turn. */
 int loop_run_once(struct loop *l, int max_wait_ms)
 {
 	int wait = run_timers(l);

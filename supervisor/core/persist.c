@@ -33,7 +33,7 @@ struct persist {
 	uint64_t gen;                         /* records appended so far (this process) */
 	uint64_t durable_gen;                 /* gen at the last successful commit */
 	int fault;                            /* -errno of the last failed commit, 0 when healthy */
-	struct blob_store blobs;
+	struct blobs *blobs;         /* NULL until persist_open_store has opened it */
 	char (*release)[BLOB_HEX_LEN + 1];    /* superseded blobs, deleted after the next commit */
 	size_t nrelease, caprelease;
 	uint64_t compact_min;                 /* server.compactMinBytes */
@@ -201,13 +201,16 @@ void persist_progress(struct persist *p, struct task *t)
 uint64_t persist_disk_bytes(const struct persist *p)
 {
 	struct store_stats st;
+	struct blob_stats bst = { 0 };
 	store_stats(p->s, &st);
-	return p->blobs.bytes + st.total_bytes;
+	if (p->blobs)
+		blobs_stats(p->blobs, &bst);
+	return bst.bytes + st.total_bytes;
 }
 
-struct blob_store *persist_blob_store(struct persist *p)
+struct blobs *persist_blobs(struct persist *p)
 {
-	return &p->blobs;
+	return p ? p->blobs : NULL;
 }
 
 /* -EDQUOT if len more bytes would take the state dir over its budget. */
@@ -223,7 +226,7 @@ int persist_blob_put(struct persist *p, const void *data, size_t len, char hex[6
 {
 	int rc = budget_check(p, len);
 	if (rc == 0)
-		rc = blob_store_put(&p->blobs, data, len, hex, NULL);
+		rc = blobs_put(p->blobs, data, len, hex, NULL);
 	if (rc < 0)
 		hex[0] = 0;
 	return rc;
@@ -273,7 +276,7 @@ static void release_blobs(struct persist *p)
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
-		int rc = keep[i] ? 0 : blob_store_remove(&p->blobs, p->release[i]);
+		int rc = keep[i] ? 0 : blobs_remove(p->blobs, p->release[i]);
 		if (rc < 0)
 			fplog(&p->sv->log, FPLOG_WARNING, NULL, "could not delete superseded blob %s: %s",
 			      p->release[i], strerror(-rc));
@@ -407,7 +410,7 @@ int persist_result_rec(struct persist *p, const cJSON *result, const struct task
 	/* Without a config (ops commands, tests), the config's default applies. */
 	long inline_max = p->sv->cfg ? p->sv->cfg->server.result_inline_bytes : 64L << 10;
 	if ((long)n > inline_max) {
-		if ((rc = blob_store_put(&p->blobs, *text, n, hex, NULL)) < 0)
+		if ((rc = blobs_put(p->blobs, *text, n, hex, NULL)) < 0)
 			return rc;
 		out->blob = hex;
 		out->bytes = (int64_t)n;
@@ -689,7 +692,7 @@ static int compact_once(struct persist *p)
 		size_t removed = 0;
 		if (nblobs)
 			qsort(keep, nblobs, sizeof *keep, cmp_str);
-		blob_store_gc(&p->blobs, keep, nblobs, &removed);
+		blobs_gc(p->blobs, keep, nblobs, &removed);
 		struct store_stats st;
 		store_stats(p->s, &st);
 		p->snapshot_bytes = st.total_bytes;
@@ -793,7 +796,7 @@ static void load_blobs(struct persist *p)
 	for (struct task *t = tasks_newest(p->sv->tasks); t; t = t->next) {
 		if (t->result_blob[0]) {
 			uint64_t size = 0;
-			int rc = blob_size(p->sv->state_dir, t->result_blob, &size);
+			int rc = blobs_size(p->blobs, t->result_blob, &size);
 			if (rc == 0 && t->result_bytes == 0)
 				t->result_bytes = size;   /* a record from before sizes were kept */
 			if (rc < 0 || size != t->result_bytes) {
@@ -809,7 +812,7 @@ static void load_blobs(struct persist *p)
 			continue;
 		void *d;
 		size_t len;
-		int rc = blob_get(p->sv->state_dir, t->checkpoint_blob, &d, &len);
+		int rc = blobs_get(p->blobs, t->checkpoint_blob, &d, &len);
 		if (rc == 0) {
 			t->checkpoint = d;
 			t->checkpoint_len = len;
@@ -918,10 +921,19 @@ int persist_open_store(struct supervisor *sv, struct store *s, int read_only, pe
 	p->s = s;
 	p->read_only = read_only;
 	p->compact_min = sv->cfg ? (uint64_t)sv->cfg->server.compact_min_bytes : COMPACT_MIN_BYTES;
-	struct replay rp = { .p = p, .tap = tap, .tap_arg = tap_arg };
-	int rc = store_replay(s, replay_cb, journal_log, &rp, err, errlen);
+	/* Blobs live beside the journal in the state dir; without one (unit tests) in memory. */
+	int rc = sv->state_dir ? blob_fs_new(sv->state_dir, read_only, &p->blobs) : blob_mem_new(&p->blobs);
 	if (rc < 0) {
 		store_close(s);
+		free(p);
+		snprintf(err, errlen, "cannot open the blob store: %s", strerror(-rc));
+		return rc;
+	}
+	struct replay rp = { .p = p, .tap = tap, .tap_arg = tap_arg };
+	rc = store_replay(s, replay_cb, journal_log, &rp, err, errlen);
+	if (rc < 0) {
+		store_close(s);
+		blobs_close(p->blobs);
 		free(p);
 		return rc;
 	}
@@ -932,9 +944,12 @@ int persist_open_store(struct supervisor *sv, struct store *s, int read_only, pe
 	p->snapshot_bytes = st.snapshot_bytes;
 	p->last_progress_flush = loop_now();
 	if (!read_only && sv->state_dir) {
+		struct blob_stats bst;
 		load_blobs(p);
-		if ((rc = blob_store_init(&p->blobs, sv->state_dir)) < 0)
-			fplog(&sv->log, FPLOG_WARNING, NULL, "cannot count the blob store's bytes: %s", strerror(-rc));
+		blobs_stats(p->blobs, &bst);
+		if (bst.count_err < 0)
+			fplog(&sv->log, FPLOG_WARNING, NULL, "cannot count the blob store's bytes: %s",
+			      strerror(-bst.count_err));
 	}
 	*out = p;
 	return 0;
@@ -947,6 +962,7 @@ void persist_close(struct persist *p)
 	if (p->progress_timer)
 		loop_timer_cancel(p->sv->loop, p->progress_timer);
 	store_close(p->s);
+	blobs_close(p->blobs);
 	free(p->dirty);
 	free(p->release);
 	free(p);

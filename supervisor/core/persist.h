@@ -108,8 +108,11 @@ int persist_answered(struct persist *p, struct task *t, const char *qid, const c
 int persist_store_result(struct persist *p, struct task *t, const char *text, size_t len);
 /* Bytes the state dir holds in blobs and journal segments (what stateDirMaxMB bounds). */
 uint64_t persist_disk_bytes(const struct persist *p);
-/* The journal's blob store, for tests that set its fault hook (blob.h); the server never does. */
-struct blob_store *persist_blob_store(struct persist *p);
+/* The blob store beside the journal (state/blob.h): the file system under the state dir, in
+ * memory without one.  Read-only when p is (put and gc fail -EROFS).  NULL when p is NULL.
+ * Tests set its fault hook; the server never does. */
+struct blobs;
+struct blobs *persist_blobs(struct persist *p);
 /* The result fields of a FINISH or snapshot record for result (NULL: t's stored blob, if
  * any): inline JSON text (*text, the caller frees it), or, over server.resultInlineBytes, a
  * blob written now (hex names it).  The caller sets out->mcp.  0 or -errno. */

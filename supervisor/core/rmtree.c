@@ -9,6 +9,8 @@
 
 #include "supervisor/core/workers.h"
 
+/* Errors are ignored entry by entry: removal is best effort, and one file that cannot go must
+ * not keep the rest of the tree on disk. */
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
 	(void)st; (void)ftw;
@@ -19,6 +21,9 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 	return 0;
 }
 
+/* FTW_PHYS: symlinks are removed, never followed, so a link a job left in its folder cannot
+ * point the removal at a file outside.  FTW_MOUNT: the walk stays on the tree's file system
+ * and does not descend into anything mounted inside it. */
 void rmtree_now(const char *path)
 {
 	/* nftw without FTW_CHDIR keeps no state outside its call: safe on any thread. */
@@ -40,6 +45,8 @@ static void rm_done(void *arg, int ran)
 	free(arg);
 }
 
+/* Off the loop when there is a pool (a job's tree may hold millions of files); inline when
+ * there is none or it refuses, so the tree is never leaked. */
 void rmtree_later(struct supervisor *sv, const char *path)
 {
 	char *p = sv->workers ? strdup(path) : NULL;

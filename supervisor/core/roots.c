@@ -12,6 +12,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* Each root is kept under two names: the one configured (what messages show and what a model
+ * is told) and its realpath, so a path given through either spelling of a root that sits
+ * behind a symlink (e.g. /tmp on some systems) is located.  A root that does not exist yet has
+ * no realpath; opening it later fails with the file system's reason. */
 struct root {
 	char *name;       /* as configured, normalised */
 	char *real;       /* realpath of it (may equal name; NULL if it does not exist yet) */
@@ -85,6 +89,10 @@ static const char *below(const char *root, const char *p)
 	return NULL;
 }
 
+/* Roots are normalised and must be absolute: a relative root would depend on the cwd of
+ * whoever starts the server.  The realpath is taken once, here; a root whose own path
+ * changes later is still opened by that name, and everything below it is walked afresh on
+ * each open. */
 int roots_new(char *const *paths, size_t n, unsigned flags, struct roots **out)
 {
 	struct roots *r = calloc(1, sizeof *r);
@@ -139,6 +147,8 @@ const char *roots_path(const struct roots *r, size_t i)
 	return i < r->n ? r->v[i].name : NULL;
 }
 
+/* Messages name the allowed roots so a model can correct its path without another call;
+ * output is clipped to len, never overflowing. */
 void roots_describe(const struct roots *r, char *buf, size_t len)
 {
 	size_t o = 0;
@@ -157,6 +167,8 @@ void roots_describe(const struct roots *r, char *buf, size_t len)
 	}
 }
 
+/* Set the message (if the caller wants one) and return rc, so every failure path is one
+ * statement. */
 static int errf(char *err, size_t errlen, int rc, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
@@ -168,6 +180,9 @@ static int errf(char *err, size_t errlen, int rc, const char *fmt, ...)
 	return rc;
 }
 
+/* Lexical only, and therefore safe to call before anything touches the file system.  With
+ * nested roots the innermost match wins, so a path is always reported against the root a
+ * user would name for it.  A relative path is below the first root (docs/files.md). */
 int roots_locate(const struct roots *r, const char *path, struct roots_loc *loc, char *err, size_t errlen)
 {
 	char norm[PATH_MAX], shown[4200];
@@ -222,6 +237,9 @@ int roots_locate(const struct roots *r, const char *path, struct roots_loc *loc,
 
 /* ---- opening --------------------------------------------------------------------------- */
 
+/* O_NOFOLLOW on a symlink fails with ELOOP, O_DIRECTORY on one with ENOTDIR: both are
+ * mapped to ELOOP after this check, so the message says "symbolic link" rather than "not a
+ * folder". */
 static int is_symlink_at(int dirfd, const char *name)
 {
 	struct stat st;
@@ -267,6 +285,10 @@ fail:
 	return rc;
 }
 
+/* RESOLVE_BENEATH makes the kernel refuse any resolution that would leave dirfd (EXDEV),
+ * absolute symlinks and ".." included; NO_SYMLINKS and NO_MAGICLINKS refuse every link,
+ * /proc/self/fd ones too.  -ENOSYS (kernels before 5.6, or a seccomp filter that blocks
+ * openat2) sends the caller to the walk. */
 static int openat2_open(int dirfd, const char *rel, int flags, mode_t mode)
 {
 	struct open_how how;
@@ -278,6 +300,9 @@ static int openat2_open(int dirfd, const char *rel, int flags, mode_t mode)
 	return fd < 0 ? -errno : (int)fd;
 }
 
+/* One entry point for both mechanisms, so the callers never decide: openat2 where it works,
+ * the walk where it is missing.  Only ENOSYS falls back: any other error is openat2's verdict
+ * on the path (EXDEV, ELOOP, ENOENT ...) and stands. */
 int roots_openat_beneath(int dirfd, const char *rel, int flags, mode_t mode, int walk)
 {
 	int fd = -ENOSYS;
@@ -298,6 +323,8 @@ int roots_openat_beneath(int dirfd, const char *rel, int flags, mode_t mode, int
 	return fd;
 }
 
+/* The root itself is opened by its realpath when known: links in the root's own path are
+ * the operator's configuration, not a model's input, so following them is fine. */
 static int open_root(const struct roots *r, size_t i)
 {
 	const char *p = r->v[i].real ? r->v[i].real : r->v[i].name;
@@ -305,6 +332,9 @@ static int open_root(const struct roots *r, size_t i)
 	return fd < 0 ? -errno : fd;
 }
 
+/* One sentence per errno, written for a model: what was wrong and what to give instead.
+ * EMLINK says why hard links are refused (a second link may be a file outside the roots,
+ * and nothing in the path shows it). */
 static int explain(const struct roots *r, const struct roots_loc *loc, int rc, const char *path,
                    char *err, size_t errlen)
 {
@@ -334,6 +364,9 @@ static int explain(const struct roots *r, const struct roots_loc *loc, int rc, c
 	}
 }
 
+/* Locate, open the root, open the file beneath it, then check what was opened (fstat on the
+ * descriptor, not a stat of the path, so nothing can be swapped in between).  O_NONBLOCK keeps
+ * a FIFO from blocking the open; O_NOCTTY keeps a tty from becoming the supervisor's. */
 int roots_open_file(const struct roots *r, const char *path, unsigned flags, int *fd, struct stat *st,
                     struct roots_loc *loc, char *err, size_t errlen)
 {
@@ -381,6 +414,9 @@ fail:
 	return rc;
 }
 
+/* Writers create and rename with *at() calls on the returned folder, so the final name is
+ * never resolved through a path again.  Missing folders are not created: a model may only
+ * write where the operator already made room. */
 int roots_open_parent(const struct roots *r, const char *path, int *dirfd, struct roots_loc *loc,
                       char *err, size_t errlen)
 {

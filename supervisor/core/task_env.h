@@ -8,11 +8,12 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <cJSON.h>
+#include "state/layout.h"
 #include "supervisor/core/supervisor.h"
 #include "supervisor/core/tasks.h"
 
 #define TASK_ENV_ARGS_MAX  (64u << 10)   /* larger arguments go to TASK_ENV_ARGS_FILE, not the environment */
-#define TASK_ENV_ARGS_FILE ".forkpoint-args.json"
+#define TASK_ENV_ARGS_FILE LAYOUT_ARGS_FILE
 
 /* mkdir -p with mode for every folder made. */
 int task_env_mkdir_p(const char *path, mode_t mode);

@@ -10,18 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "supervisor/core/supervisor.h"
-
-struct task_tombs;
-
-struct task_tombs *task_tombs_new(void);        /* NULL when out of memory */
-void task_tombs_free(struct task_tombs *tb);
-int task_tombs_add(struct task_tombs *tb, const char *id, int64_t until);   /* 0 or -ENOMEM */
-int64_t task_tombs_find(const struct task_tombs *tb, const char *id);      /* until, 0 if none */
-void task_tombs_each(const struct task_tombs *tb, void (*fn)(void *arg, const char *id, int64_t until),
-                     void *arg);
+#include "supervisor/core/tombs.h"
 
 /* Drop tombstones past their time, then expire the finished tasks of ts past theirs (their
  * records go to sv->persist).  Returns how many tasks expired. */
-size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct task_tombs *tb, int64_t now);
+size_t task_expiry_collect(struct supervisor *sv, struct tasks *ts, struct tombs *tb, int64_t now);
 
 #endif

@@ -16,7 +16,7 @@
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
 #include "supervisor/core/tasks_int.h"
-#include "supervisor/mcp/mcpresult.h"
+#include "supervisor/core/mcpresult.h"
 
 /* ---- frames to the job -------------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "state/layout.h"
 #include "supervisor/core/inputs.h"
 #include "supervisor/core/job.h"
 #include "supervisor/core/persist.h"
@@ -178,14 +179,13 @@ static void decide_exit(struct tasks *ts, struct task *t, const struct job_exit 
  * expiry removes it all. */
 static void prune_work_dir(struct tasks *ts, const struct task *t)
 {
-	static const char *const sub[] = { "work/inputs", "work/outputs", "work" };
+	static const enum layout_task_part sub[] = { LAYOUT_TASK_INPUTS, LAYOUT_TASK_OUTPUTS, LAYOUT_TASK_WORK };
 	char path[4300];
-	snprintf(path, sizeof path, "%s/tasks/%s/work/" TASK_ENV_ARGS_FILE, ts->sv->state_dir, t->id);
-	unlink(path);   /* our copy of the arguments, if they were too large for the environment */
-	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++) {
-		snprintf(path, sizeof path, "%s/tasks/%s/%s", ts->sv->state_dir, t->id, sub[i]);
-		rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */
-	}
+	if (layout_task(path, sizeof path, ts->sv->state_dir, t->id, LAYOUT_TASK_ARGS) == 0)
+		unlink(path);   /* our copy of the arguments, if they were too large for the environment */
+	for (size_t i = 0; i < sizeof sub / sizeof *sub; i++)
+		if (layout_task(path, sizeof path, ts->sv->state_dir, t->id, sub[i]) == 0)
+			rmdir(path);   /* ENOTEMPTY or ENOENT: nothing to do */
 }
 
 static void on_exit_cb(void *owner, struct job *j, const struct job_exit *x)
@@ -290,7 +290,7 @@ static int start_job(struct tasks *ts, struct task *t)
 		     "Ask the operator to restore the tool, or call another tool.");
 		return -ENOENT;
 	}
-	snprintf(work, sizeof work, "%s/tasks/%s/work", sv->state_dir, t->id);
+	layout_task(work, sizeof work, sv->state_dir, t->id, LAYOUT_TASK_WORK);
 	if ((rc = task_env_mkdir_p(work, 0700)) < 0) {
 		snprintf(err, sizeof err, "cannot create %s: %s", work, strerror(-rc));
 		start_failed(ts, t, rc, err);
@@ -301,8 +301,8 @@ static int start_job(struct tasks *ts, struct task *t)
 		 * copies are made on the worker pool, and the job starts once they are done. */
 		cJSON *env = NULL;
 		struct inputs *later = NULL;
-		if (transfer_prepare_args_later(sv->transfers, tool->input_schema, t->args, work,
-		                                sv->workers ? &later : NULL, &env) < 0) {
+		if (inputs_prepare_later(sv->transfers, tool->input_schema, t->args, work,
+		                         sv->workers ? &later : NULL, &env) < 0) {
 			tasks__finish(ts, t, TASK_FAILED, NULL, 0, env ? env : task_envelope("invalid_arguments",
 			       "An input file could not be placed in the job's work area.", 1, "Check the file handles."));
 			return -EINVAL;
@@ -327,9 +327,9 @@ static int spawn_job(struct tasks *ts, struct task *t)
 	int rc;
 	int attempt = t->attempt + 1;   /* counted once its START record is in */
 
-	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, t->id);
-	snprintf(work, sizeof work, "%s/work", dir);
-	snprintf(logp, sizeof logp, "%s/output.log", dir);
+	layout_task(dir, sizeof dir, sv->state_dir, t->id, LAYOUT_TASK_DIR);
+	layout_task(work, sizeof work, sv->state_dir, t->id, LAYOUT_TASK_WORK);
+	layout_task(logp, sizeof logp, sv->state_dir, t->id, LAYOUT_TASK_LOG);
 	if ((rc = task_env_argv(tool, t->args, &argv)) < 0) {
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;

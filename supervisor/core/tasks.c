@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "proto/frame.h"
+#include "state/layout.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/job.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
@@ -85,7 +87,7 @@ struct tasks *tasks_new(struct supervisor *sv)
 	if (!ts)
 		return NULL;
 	ts->sv = sv;
-	if (!(ts->tab = task_table_new()) || !(ts->tombs = task_tombs_new())) {
+	if (!(ts->tab = task_table_new()) || !(ts->tombs = tombs_new())) {
 		task_table_free(ts->tab);
 		free(ts);
 		return NULL;
@@ -176,7 +178,7 @@ void tasks_free(struct tasks *ts)
 			loop_timer_cancel(ts->sv->loop, t->store_timer);
 		task_free(t);
 	}
-	task_tombs_free(ts->tombs);
+	tombs_free(ts->tombs);
 	task_table_free(ts->tab);
 	free(ts);
 }
@@ -290,8 +292,8 @@ void tasks__finish(struct tasks *ts, struct task *t, enum task_status st, cJSON 
 	if (st == TASK_COMPLETED && ts->sv->transfers) {
 		/* Files the job left in outputs/ become the task's artifacts, listed with its result. */
 		char work[4200];
-		snprintf(work, sizeof work, "%s/tasks/%s/work", ts->sv->state_dir, t->id);
-		artifacts = transfer_collect_artifacts(ts->sv->transfers, t, work);
+		layout_task(work, sizeof work, ts->sv->state_dir, t->id, LAYOUT_TASK_WORK);
+		artifacts = artifacts_collect(ts->sv->transfers, t, work);
 	}
 	struct store_rec r;
 	char *texts[3] = { NULL, NULL, NULL }, hex[65] = "", old_ckpt[65];
@@ -571,17 +573,17 @@ void tasks_recover(struct tasks *ts)
 
 int tasks_tombstone_add(struct tasks *ts, const char *id, int64_t until)
 {
-	return task_tombs_add(ts->tombs, id, until);
+	return tombs_add(ts->tombs, id, until);
 }
 
 int64_t tasks_tombstone_find(const struct tasks *ts, const char *id)
 {
-	return task_tombs_find(ts->tombs, id);
+	return tombs_find(ts->tombs, id);
 }
 
 void tasks_tombstone_each(struct tasks *ts, void (*fn)(void *arg, const char *id, int64_t until), void *arg)
 {
-	task_tombs_each(ts->tombs, fn, arg);
+	tombs_each(ts->tombs, fn, arg);
 }
 
 size_t tasks_collect(struct tasks *ts, int64_t now)

@@ -31,7 +31,7 @@ struct tasks {
 	task_observer observer;
 	void *observer_arg;
 	struct task *held;           /* tasks with frames waiting for the commit */
-	struct task_tombs *tombs;    /* expired ids */
+	struct tombs *tombs;    /* expired ids */
 };
 
 /* ---- tasks.c: transitions (see the why paragraphs there) --------------------------------- */

@@ -1,8 +1,10 @@
-/* supervisor/transfer.c — see transfer.h; docs/files.md is the model-facing description.
+/* supervisor/core/transfer.c — see transfer.h; docs/files.md is the model-facing description.
+ * Calls answer with a struct transfer_reply; the tools over them are supervisor/mcp/files.c.
  *
- * An upload is staged in the destination folder itself, as ".fp-upload-<handle>.part", so the
- * commit is one rename in a folder whose descriptor was opened (through roots.c) when the
- * upload was opened: nothing done to the path afterwards can redirect it.  Every chunk is
+ * An upload is staged in <state>/uploads/<handle>.part, where no job can reach it, and its
+ * commit links those very bytes (or a verified copy) into a folder whose descriptor was
+ * opened (through roots.c) when the upload was opened: nothing done to the path afterwards
+ * can redirect it.  Every chunk is
  * written at the cursor with pwrite and fdatasync'd before its journal record is appended;
  * the record becomes durable with the turn's group commit, before the answer is released.
  * The running sha256 is an EVP_MD_CTX fed each chunk once; after a restart it is rebuilt from
@@ -34,15 +36,14 @@
 
 #include "proto/b64.h"
 #include "state/blob.h"
-#include "supervisor/mcp/facade.h"
-#include "supervisor/core/inputs.h"
+#include "state/layout.h"
 #include "proto/frame.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/persist.h"
 #include "supervisor/core/task_apply.h"
-#include "supervisor/mcp/resources.h"
 #include "supervisor/core/roots.h"
-#include "proto/schema.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/tombs.h"
 #include "proto/io.h"
 #include "supervisor/core/workers.h"
 
@@ -52,7 +53,7 @@
 #define CHUNK_B64_MAX   ((CHUNK_MAX + 2) / 3 * 4)
 #define XFER_MAX_BYTES  (64LL << 30)
 #define STAGE_PREFIX    ".fp-upload-"   /* reserved in roots: the commit's temporary name */
-#define STAGE_DIR       "uploads"       /* staged bytes: <state>/uploads/<handle>.part */
+#define STAGE_DIR       LAYOUT_UPLOADS  /* staged bytes: <state>/uploads/<handle>.part */
 #define FH_MAX          128             /* MAX_HANDLE_SZ */
 #define FH_HEX          (2 * (FH_MAX + 4) + 1)
 #define IO_BUF          (1 << 20)
@@ -119,16 +120,11 @@ struct xack {
 
 /* A write or commit that came while the upload's hash was being rebuilt in the pool. */
 struct xwait {
-	char name[32];
-	cJSON *args;
+	int commit;                 /* 1 commit, 0 write */
+	int64_t off;                /* write: its offset and data (base64, owned) */
+	char *data;
 	struct transfer_later later;
 	struct xwait *next;
-};
-
-struct xtomb {
-	char h[33];
-	int64_t until;
-	struct xtomb *next;
 };
 
 struct transfers {
@@ -136,7 +132,7 @@ struct transfers {
 	struct roots *roots;
 	int updir;                  /* <state>/uploads: staging no job can reach */
 	struct xfer *list;
-	struct xtomb *tombs;
+	struct tombs *tombs;        /* removed handles (tombs.h) */
 	unsigned char *buf, *buf2;  /* IO_BUF each: chunk decode, duplicate compare, hashing */
 	char *enc;                  /* B64_ENCODED_SIZE(CHUNK_MAX) */
 	size_t jobs;                /* jobs in the worker pool */
@@ -149,11 +145,6 @@ struct transfers {
 static int64_t now_ms(void)
 {
 	return loop_wall_ms();
-}
-
-static void iso(int64_t ms, char out[64])
-{
-	facade_iso_time(ms, out);
 }
 
 static int is_hex(const char *s, size_t n)
@@ -181,6 +172,7 @@ static int hash_range(struct transfers *tr, int fd, int64_t len, EVP_MD_CTX *md)
 	return 0;
 }
 
+/* A fresh sha256 context, or NULL: the callers turn NULL into out of memory. */
 static EVP_MD_CTX *md_new(void)
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
@@ -225,6 +217,8 @@ static void copy_name(const struct xfer *x, char *buf, size_t len)
 	snprintf(buf, len, "%s%s.copy", STAGE_PREFIX, x->h);
 }
 
+/* Everything that identifies the object behind fd across a reboot (see struct fid); the fsid
+ * and file handle are best effort and stay 0 / "" where the file system has none. */
 static void fid_of_stat(const struct stat *st, int fd, struct fid *f)
 {
 	struct statfs sf;
@@ -279,72 +273,92 @@ static const char *last_name(const char *path)
 	return s ? s + 1 : path;
 }
 
-/* ---- envelopes --------------------------------------------------------------------------- */
+/* ---- failures ---------------------------------------------------------------------------- */
 
-static cJSON *env(const char *code, int retryable, const char *hint, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static cJSON *env(const char *code, int retryable, const char *hint, const char *fmt, ...)
+/* Fill a failure: code, hint and a printf-style message.  No cursor, parameter or roots unless
+ * the caller adds them. */
+void transfer_error_set(struct transfer_error *e, const char *code, int retryable, const char *hint,
+                        const char *fmt, ...)
 {
-	char msg[1200];
 	va_list ap;
+	memset(e, 0, sizeof *e);
+	snprintf(e->code, sizeof e->code, "%s", code);
+	snprintf(e->hint, sizeof e->hint, "%s", hint ? hint : "");
+	e->retryable = retryable;
+	e->cursor = -1;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
+	vsnprintf(e->message, sizeof e->message, fmt, ap);
 	va_end(ap);
-	return task_envelope(code, msg, retryable, hint);
 }
 
-static cJSON *with_cursor(cJSON *e, int64_t cursor)
+/* The same, with where the upload goes on (the client resumes there). */
+static void with_cursor(struct transfer_error *e, int64_t cursor)
 {
-	cJSON *p = cJSON_AddObjectToObject(e, "partial");
-	cJSON_AddNumberToObject(p, "cursor", (double)cursor);
-	return e;
+	e->cursor = cursor;
 }
 
-static cJSON *invalid_param(const char *param, const char *hint, const char *msg)
+void transfer_error_param(struct transfer_error *e, const char *param, const char *hint, const char *msg)
 {
-	cJSON *e = task_envelope("invalid_param", msg, 1,
-		hint ? hint : "Fix the named parameter (see the tool's inputSchema) and call again.");
-	cJSON_AddStringToObject(e, "param", param);
-	return e;
-}
-
-static cJSON *roots_array(const struct transfers *tr)
-{
-	cJSON *a = cJSON_CreateArray();
-	for (size_t i = 0; tr->roots && i < roots_count(tr->roots); i++)
-		cJSON_AddItemToArray(a, cJSON_CreateString(roots_path(tr->roots, i)));
-	return a;
+	transfer_error_set(e, "invalid_param", 1,
+		hint ? hint : "Fix the named parameter (see the tool's inputSchema) and call again.", "%s", msg);
+	snprintf(e->param, sizeof e->param, "%s", param);
 }
 
 /* A path that roots.c refused: not_found when it simply is not there, invalid_param (with the
  * allowed roots) for everything that is not allowed. */
-static cJSON *path_error(const struct transfers *tr, int rc, const char *msg)
+static void path_error(struct transfer_error *e, int rc, const char *msg)
 {
-	cJSON *e;
-	if (rc == -ENOENT || rc == -ENOTDIR) {
-		e = task_envelope("not_found", msg, 0,
+	if (rc == -ENOENT || rc == -ENOTDIR)
+		transfer_error_set(e, "not_found", 0,
 			"Check the path: it is relative to the first file root, or absolute inside one of "
-			"allowedRoots. Symbolic links are not followed.");
-	} else {
-		e = invalid_param("path", "Give a path inside one of allowedRoots (relative paths start "
-		                  "at the first root), without '..' or symbolic links.", msg);
-	}
-	cJSON_AddItemToObject(e, "allowedRoots", roots_array(tr));
-	return e;
+			"allowedRoots. Symbolic links are not followed.", "%s", msg);
+	else
+		transfer_error_param(e, "path", "Give a path inside one of allowedRoots (relative paths start "
+		              "at the first root), without '..' or symbolic links.", msg);
+	e->roots = 1;
 }
 
-static cJSON *unknown_handle(const struct transfers *tr, const char *h)
+/* A handle that names no transfer: expired (a tombstone remembers it for a while) or never
+ * known. */
+static void unknown_handle(const struct transfers *tr, const char *h, struct transfer_error *e)
 {
-	for (const struct xtomb *t = tr->tombs; t; t = t->next)
-		if (strcmp(t->h, h) == 0)
-			return env("transfer_expired", 0,
-				"Start again with file_transfer_open; transfers expire 7 days after their last use.",
-				"Transfer %s expired and was removed (with its staged bytes).", h);
-	return env("unknown_transfer", 0,
+	if (tombs_find(tr->tombs, h) != 0) {
+		transfer_error_set(e, "transfer_expired", 0,
+			"Start again with file_transfer_open; transfers expire 7 days after their last use.",
+			"Transfer %s expired and was removed (with its staged bytes).", h);
+		return;
+	}
+	transfer_error_set(e, "unknown_transfer", 0,
 		"Check the handle (32 hex digits, as file_transfer_open returned it). If it is lost, "
 		"call file_transfer_open again with the same path, size and sha256: an unfinished "
 		"upload of that path is resumed under its old handle.",
 		"No transfer has handle '%.64s'.", h);
+}
+
+/* The envelope tasks and tools carry: task_envelope, then the optional parts in the order the
+ * tools have always answered with them (param, partial, allowedRoots). */
+cJSON *transfer_error_envelope(const struct transfer_error *e, const struct roots *roots)
+{
+	cJSON *env = task_envelope(e->code, e->message, e->retryable, e->hint);
+	if (!env)
+		return NULL;
+	if (e->param[0])
+		cJSON_AddStringToObject(env, "param", e->param);
+	if (e->cursor >= 0) {
+		cJSON *p = cJSON_AddObjectToObject(env, "partial");
+		cJSON_AddNumberToObject(p, "cursor", (double)e->cursor);
+	}
+	if (e->roots) {
+		cJSON *a = cJSON_AddArrayToObject(env, "allowedRoots");
+		for (size_t i = 0; roots && i < roots_count(roots); i++)
+			cJSON_AddItemToArray(a, cJSON_CreateString(roots_path(roots, i)));
+	}
+	return env;
+}
+
+const struct roots *transfers_roots(const struct transfers *tr)
+{
+	return tr->roots;
 }
 
 /* ---- journal ----------------------------------------------------------------------------- */
@@ -487,6 +501,7 @@ static struct xfer *find(struct transfers *tr, const char *h)
 	return NULL;
 }
 
+/* A transfer with no descriptors and no declared size yet; the caller fills the rest. */
 static struct xfer *xfer_alloc(const char *h)
 {
 	struct xfer *x = calloc(1, sizeof *x);
@@ -520,8 +535,11 @@ static void xfer_close(struct xfer *x)
 	x->md = NULL;
 }
 
-static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+typedef void reply_fn(const struct xfer *x, struct transfer_reply *r);
+static void answer_acks(struct xfer *x, reply_fn *r_of);
 
+/* Calls still waiting on x are dropped, not answered: x goes away only when the table does or
+ * when it expires, and neither has an answer to give. */
 static void xfer_free(struct xfer *x)
 {
 	answer_acks(x, NULL);
@@ -530,7 +548,7 @@ static void xfer_free(struct xfer *x)
 		x->waiters = w->next;
 		if (w->later.drop)
 			w->later.drop(w->later.ctx);
-		cJSON_Delete(w->args);
+		free(w->data);
 		free(w);
 	}
 	xfer_close(x);
@@ -539,6 +557,7 @@ static void xfer_free(struct xfer *x)
 	free(x);
 }
 
+/* Take x out of the list (it is not freed). */
 static void unlink_xfer(struct transfers *tr, struct xfer *x)
 {
 	for (struct xfer **pp = &tr->list; *pp; pp = &(*pp)->next) {
@@ -547,18 +566,6 @@ static void unlink_xfer(struct transfers *tr, struct xfer *x)
 			return;
 		}
 	}
-}
-
-static int tomb_add(struct transfers *tr, const char *h, int64_t until)
-{
-	struct xtomb *t = calloc(1, sizeof *t);
-	if (!t)
-		return -ENOMEM;
-	snprintf(t->h, sizeof t->h, "%s", h);
-	t->until = until;
-	t->next = tr->tombs;
-	tr->tombs = t;
-	return 0;
 }
 
 static void set_msg(struct xfer *x, const char *msg)
@@ -588,11 +595,12 @@ static void remove_stage(struct transfers *tr, struct xfer *x)
 
 /* A transfer that cannot go on answers not_active from now on; an upload's staged bytes are
  * dropped. */
-static cJSON *ack_not_active(const struct xfer *x);
-static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x));
+static void ack_not_active(const struct xfer *x, struct transfer_reply *r);
 
 static void run_waiters(struct transfers *tr, struct xfer *x, int ran);
 
+/* A transfer that cannot go on: its end record says why, calls waiting on it answer
+ * not_active now, and an upload's staged bytes go. */
 static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 {
 	remove_stage(tr, x);
@@ -606,33 +614,22 @@ static void fail_xfer(struct transfers *tr, struct xfer *x, const char *why)
 	run_waiters(tr, x, 1);   /* they answer not_active now */
 }
 
-/* Drop the tombstones whose time is up: their handles become merely unknown. */
-static void prune_tombs(struct transfers *tr, int64_t now)
-{
-	for (struct xtomb **pp = &tr->tombs; *pp;) {
-		if ((*pp)->until <= now) {
-			struct xtomb *t = *pp;
-			*pp = t->next;
-			free(t);
-		} else {
-			pp = &(*pp)->next;
-		}
-	}
-}
-
 /* Forget a transfer: staged bytes deleted, the handle answers transfer_expired for a TTL. */
 static void remove_xfer(struct transfers *tr, struct xfer *x, int64_t now)
 {
 	if (x->dir == X_UPLOAD && x->state == XS_ACTIVE)
 		remove_stage(tr, x);
 	unlink_xfer(tr, x);
-	tomb_add(tr, x->h, now + XFER_TTL_MS);
+	tombs_add(tr->tombs, x->h, now + XFER_TTL_MS);
 	j_tomb(tr, REC_X_GONE, x->h, now + XFER_TTL_MS);
 	xfer_free(x);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
+/* The table, its I/O buffers (allocated once: every chunk goes through them) and the file
+ * roots.  Staged bytes live where no job can write: a job that can write a file root must not
+ * be able to swap them between the hash and the commit. */
 struct transfers *transfers_new(struct supervisor *sv)
 {
 	struct transfers *tr = calloc(1, sizeof *tr);
@@ -652,7 +649,8 @@ struct transfers *transfers_new(struct supervisor *sv)
 	tr->buf = malloc(IO_BUF + 16);
 	tr->buf2 = malloc(IO_BUF + 16);
 	tr->enc = malloc(B64_ENCODED_SIZE(CHUNK_MAX));
-	if (!tr->buf || !tr->buf2 || !tr->enc)
+	tr->tombs = tombs_new();
+	if (!tr->buf || !tr->buf2 || !tr->enc || !tr->tombs)
 		goto fail;
 	if (roots_new(sv->cfg ? sv->cfg->server.file_roots : NULL, sv->cfg ? sv->cfg->server.n_file_roots : 0, 0,
 	              &tr->roots) < 0)
@@ -663,6 +661,7 @@ fail:
 	return NULL;
 }
 
+/* Everything goes; calls still waiting on a transfer are dropped, not answered. */
 void transfers_free(struct transfers *tr)
 {
 	if (!tr)
@@ -672,11 +671,7 @@ void transfers_free(struct transfers *tr)
 		tr->list = x->next;
 		xfer_free(x);
 	}
-	while (tr->tombs) {
-		struct xtomb *t = tr->tombs;
-		tr->tombs = t->next;
-		free(t);
-	}
+	tombs_free(tr->tombs);
 	roots_free(tr->roots);
 	if (tr->updir >= 0)
 		close(tr->updir);
@@ -877,7 +872,7 @@ int transfer_replay(struct transfers *tr, int type, const struct store_xfer *m, 
 			unlink_xfer(tr, x);
 			xfer_free(x);
 		}
-		return tomb_add(tr, h, m->until) < 0 ? -1 : 0;
+		return tombs_add(tr->tombs, h, m->until) < 0 ? -1 : 0;
 	default:
 		break;
 	}
@@ -888,14 +883,27 @@ int transfer_replay(struct transfers *tr, int type, const struct store_xfer *m, 
 	return replay_change(x, type, m, err, errlen);
 }
 
+struct snap_tombs {
+	struct transfers *tr;
+	int rc;
+};
+
+/* One tombstone into the snapshot; after a failure the rest are skipped. */
+static void snap_tomb(void *arg, const char *h, int64_t until)
+{
+	struct snap_tombs *st = arg;
+	if (st->rc == 0)
+		st->rc = j_tomb(st->tr, REC_X_TOMB, h, until);
+}
+
 int transfer_snapshot(struct transfers *tr)
 {
 	int rc = 0;
 	for (struct xfer *x = tr->list; x && rc == 0; x = x->next)
 		rc = j_snap(tr, x);
-	for (struct xtomb *t = tr->tombs; t && rc == 0; t = t->next)
-		rc = j_tomb(tr, REC_X_TOMB, t->h, t->until);
-	return rc;
+	struct snap_tombs st = { tr, rc };
+	tombs_each(tr->tombs, snap_tomb, &st);
+	return st.rc;
 }
 
 /* ---- recovery -------------------------------------------------------------------------------- */
@@ -1028,6 +1036,9 @@ static int upload_reopen(struct transfers *tr, struct xfer *x, char *why, size_t
 static void limit_ready(struct transfers *tr, const struct xfer *keep);
 static void rehash_artifacts(struct transfers *tr);
 
+/* After replay: expired transfers go, active uploads get their descriptors and hash back (or
+ * fail with the reason in the log); downloads are reopened on first use instead, since checking
+ * one means hashing the whole file again. */
 void transfers_recover(struct transfers *tr)
 {
 	int64_t now = now_ms();
@@ -1048,10 +1059,12 @@ void transfers_recover(struct transfers *tr)
 		}
 		limit_ready(tr, NULL);
 	}
-	prune_tombs(tr, now);
+	tombs_prune(tr->tombs, now);   /* their handles become merely unknown */
 	rehash_artifacts(tr);
 }
 
+/* Transfers unused for XFER_TTL_MS are forgotten (their handles answer transfer_expired for
+ * another TTL); the number removed is returned for the log. */
 size_t transfers_collect(struct transfers *tr, int64_t now)
 {
 	size_t n = 0;
@@ -1065,7 +1078,7 @@ size_t transfers_collect(struct transfers *tr, int64_t now)
 			n++;
 		}
 	}
-	prune_tombs(tr, now);
+	tombs_prune(tr->tombs, now);   /* their handles become merely unknown */
 	return n;
 }
 
@@ -1099,149 +1112,51 @@ static int upload_ready(struct transfers *tr, struct xfer *x)
 	return -1;
 }
 
-/* ---- tool definitions ----------------------------------------------------------------------- */
-
-static void handle_prop(cJSON *p)
-{
-	cJSON *h = facade_prop(p, "handle", "string", "The handle file_transfer_open returned.");
-	cJSON_AddNumberToObject(h, "minLength", 1);
-	cJSON_AddNumberToObject(h, "maxLength", 64);
-}
-
-void transfer_list_tools(cJSON *arr)
-{
-	cJSON *s, *p, *q;
-	s = facade_tool_def(arr, "file_transfer_open", "Open a file upload or download",
-		"Start moving a file in or out of the server without putting it in the conversation. "
-		"upload: the file is written at path (inside the server's file roots) by file_transfer_write "
-		"chunks and appears there at file_transfer_commit, checked against size and sha256. "
-		"download: path is a file in the roots or a task artifact URI (forkpoint://tasks/ID/artifacts/NAME); "
-		"read it with file_transfer_read and compare its sha256. Transfers survive reconnects and "
-		"server restarts and expire 7 days after their last use.", 0, 0, 0);
-	p = cJSON_GetObjectItem(s, "properties");
-	q = facade_prop(p, "direction", "string", "upload (to the server) or download (from it).");
-	cJSON *en = cJSON_AddArrayToObject(q, "enum");
-	cJSON_AddItemToArray(en, cJSON_CreateString("upload"));
-	cJSON_AddItemToArray(en, cJSON_CreateString("download"));
-	q = facade_prop(p, "path", "string", "File path: relative to the first file root, or absolute inside a root. "
-	         "For downloads also a forkpoint://tasks/ID/artifacts/NAME URI.");
-	cJSON_AddNumberToObject(q, "minLength", 1);
-	cJSON_AddNumberToObject(q, "maxLength", 4096);
-	q = facade_prop(p, "size", "integer", "Upload: the file's exact size in bytes (recommended; checked at commit).");
-	cJSON_AddNumberToObject(q, "minimum", 0);
-	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	facade_prop(p, "sha256", "string", "Upload: the file's sha256 as 64 hex digits (recommended; checked at commit).");
-	q = facade_prop(p, "overwrite", "boolean", "Upload: replace an existing file at path (default false: refuse).");
-	cJSON_AddBoolToObject(q, "default", 0);
-	facade_require(s, "direction", "path");
-
-	s = facade_tool_def(arr, "file_transfer_write", "Write one upload chunk",
-		"Send the next chunk of an upload: offset must be the nextOffset of the previous answer "
-		"(0 at first), data the chunk's bytes in base64 (chunkSize bytes recommended, at most 1 MiB). "
-		"On offset_mismatch resume at error.partial.cursor.", 0, 0, 0);
-	p = cJSON_GetObjectItem(s, "properties");
-	handle_prop(p);
-	q = facade_prop(p, "offset", "integer", "Byte offset of this chunk in the file: the current nextOffset.");
-	cJSON_AddNumberToObject(q, "minimum", 0);
-	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	facade_prop(p, "data", "string", "The chunk's bytes, base64 (standard alphabet, with or without padding).");
-	cJSON *r = cJSON_AddArrayToObject(s, "required");
-	cJSON_AddItemToArray(r, cJSON_CreateString("handle"));
-	cJSON_AddItemToArray(r, cJSON_CreateString("offset"));
-	cJSON_AddItemToArray(r, cJSON_CreateString("data"));
-
-	s = facade_tool_def(arr, "file_transfer_read", "Read one download chunk",
-		"Read bytes of a download: from offset (default: where the last read ended), length bytes "
-		"(default chunkSize, at most 1 MiB), returned as base64. At eof the answer carries the "
-		"whole file's sha256.", 1, 0, 1);
-	p = cJSON_GetObjectItem(s, "properties");
-	handle_prop(p);
-	q = facade_prop(p, "offset", "integer", "Byte offset to read from (default: nextOffset of the previous read).");
-	cJSON_AddNumberToObject(q, "minimum", 0);
-	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	q = facade_prop(p, "length", "integer", "Bytes to read (default 262144, at most 1048576).");
-	cJSON_AddNumberToObject(q, "minimum", 1);
-	cJSON_AddNumberToObject(q, "maximum", JSON_INT_MAX);
-	facade_require(s, "handle", NULL);
-
-	s = facade_tool_def(arr, "file_transfer_commit", "Finish an upload",
-		"Check the uploaded bytes against the declared size and sha256 and move the file into place "
-		"atomically. Calling it again after success answers the same.", 0, 0, 1);
-	p = cJSON_GetObjectItem(s, "properties");
-	handle_prop(p);
-	facade_require(s, "handle", NULL);
-
-	s = facade_tool_def(arr, "file_transfer_status", "Show a transfer",
-		"State of an upload or download: active, completed or failed, and nextOffset, the offset to "
-		"continue at. Use it after a reconnect or a failed call.", 1, 0, 1);
-	p = cJSON_GetObjectItem(s, "properties");
-	handle_prop(p);
-	facade_require(s, "handle", NULL);
-}
-
-int transfer_is_tool(const char *name)
-{
-	return strcmp(name, "file_transfer_open") == 0 || strcmp(name, "file_transfer_write") == 0 ||
-	       strcmp(name, "file_transfer_read") == 0 || strcmp(name, "file_transfer_commit") == 0 ||
-	       strcmp(name, "file_transfer_status") == 0;
-}
-
-/* ---- views ----------------------------------------------------------------------------------- */
+/* ---- replies ------------------------------------------------------------------------------ */
 
 static int64_t expires_at(const struct xfer *x)
 {
 	return (x->state == XS_ACTIVE ? x->touched_ms : x->finished_ms) + XFER_TTL_MS;
 }
 
-static void add_common(cJSON *o, const struct xfer *x)
+/* A reply of this kind about x: the transfer's fields, no failure. */
+static void reply_of(const struct xfer *x, enum transfer_kind kind, struct transfer_reply *r)
 {
-	cJSON_AddStringToObject(o, "handle", x->h);
-	cJSON_AddStringToObject(o, "direction", dir_name(x->dir));
-	cJSON_AddStringToObject(o, "path", x->path);
-	if (x->size >= 0)
-		cJSON_AddNumberToObject(o, "size", (double)x->size);
+	memset(r, 0, sizeof *r);
+	r->kind = kind;
+	r->err.cursor = r->failure.cursor = -1;
+	memcpy(r->handle, x->h, sizeof r->handle);
+	r->upload = x->dir == X_UPLOAD;
+	r->path = x->path;
+	r->size = x->size;
+	memcpy(r->want, x->want, sizeof r->want);
+	memcpy(r->sha, x->sha, sizeof r->sha);
+	r->state = x->state == XS_ACTIVE ? TRANSFER_ACTIVE : x->state == XS_COMMITTED ? TRANSFER_COMMITTED
+	                                                                            : TRANSFER_FAILED;
+	r->next_offset = x->cursor;
+	r->expires_ms = expires_at(x);
+	r->chunk_size = CHUNK_SIZE;
+	r->max_chunk_size = CHUNK_MAX;
 }
 
-static void add_expiry(cJSON *o, const struct xfer *x)
+/* Clear r for a failure and return its error to fill. */
+static struct transfer_error *failure(struct transfer_reply *r)
 {
-	char t[64];
-	iso(expires_at(x), t);
-	cJSON_AddStringToObject(o, "expiresAt", t);
+	memset(r, 0, sizeof *r);
+	r->failure.cursor = -1;
+	return &r->err;
 }
 
-static cJSON *upload_opened(const struct xfer *x, int resumed)
+static void upload_opened(const struct xfer *x, int resumed, struct transfer_reply *r)
 {
-	cJSON *o = cJSON_CreateObject();
-	add_common(o, x);
-	if (x->want[0])
-		cJSON_AddStringToObject(o, "sha256", x->want);
-	cJSON_AddNumberToObject(o, "chunkSize", CHUNK_SIZE);
-	cJSON_AddNumberToObject(o, "maxChunkSize", CHUNK_MAX);
-	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
-	add_expiry(o, x);
-	if (resumed)
-		cJSON_AddBoolToObject(o, "resumed", 1);
-	cJSON_AddStringToObject(o, "note", resumed
-		? "An unfinished upload of this path with the same size and sha256 already existed: this is its "
-		  "handle. Continue with file_transfer_write at nextOffset, then call file_transfer_commit."
-		: "Upload open. Send the file in order with file_transfer_write {handle, offset: nextOffset, data: "
-		  "base64 of the next chunkSize bytes}; each answer gives the next offset. Then call "
-		  "file_transfer_commit {handle}. After a failed call or a reconnect, file_transfer_status gives "
-		  "the offset to resume at.");
-	return facade_result(o, 0);
+	reply_of(x, TRANSFER_OPENED, r);
+	r->again = resumed;
 }
 
-static cJSON *committed_view(const struct xfer *x, int again)
+static void committed_view(const struct xfer *x, int again, struct transfer_reply *r)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "status", "completed");
-	add_common(o, x);
-	cJSON_AddStringToObject(o, "sha256", x->sha);
-	cJSON_AddStringToObject(o, "note", again
-		? "Already committed: the file is in place at path with this size and sha256."
-		: "The file is in place at path, verified. Pass path (or this handle, for tool arguments that "
-		  "take an uploaded file) to the tool that needs it.");
-	return facade_result(o, 0);
+	reply_of(x, TRANSFER_DONE, r);
+	r->again = again;
 }
 
 /* ---- open ------------------------------------------------------------------------------------ */
@@ -1254,56 +1169,63 @@ static struct xfer *active_upload_of(struct transfers *tr, const char *abs)
 	return NULL;
 }
 
-static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, const char *want, int overwrite)
+/* Checks that need no folder: the declared size and sha256 (either case; kept lowercase in
+ * want).  0, or -1 with r filled. */
+static int upload_declared(int64_t size, const char *sha256, char want[65], struct transfer_reply *r)
 {
-	char err[1000], name[80];
-	struct roots_loc loc;
-	struct stat st;
-	struct xfer *x = NULL;
-	int dirfd = -1, rc;
-	cJSON *res;
-
+	want[0] = 0;
+	if (sha256) {
+		size_t n = strlen(sha256);
+		for (size_t i = 0; i < n && i < 64; i++)
+			want[i] = (char)(sha256[i] >= 'A' && sha256[i] <= 'F' ? sha256[i] - 'A' + 'a' : sha256[i]);
+		want[n < 64 ? n : 64] = 0;
+		if (n != 64 || !is_hex(want, 64)) {
+			transfer_error_param(failure(r), "sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
+			              "sha256 must be 64 hexadecimal digits.");
+			return -1;
+		}
+	}
 	if (size > XFER_MAX_BYTES) {
-		res = facade_failure(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
-		               "The declared size %lld is over the limit of %lld bytes.", (long long)size,
-		               (long long)XFER_MAX_BYTES));
-		goto out;
+		transfer_error_set(failure(r), "file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		          "The declared size %lld is over the limit of %lld bytes.", (long long)size,
+		          (long long)XFER_MAX_BYTES);
+		return -1;
 	}
-	if ((rc = roots_open_parent(tr->roots, path, &dirfd, &loc, err, sizeof err)) < 0) {
-		res = facade_failure(path_error(tr, rc, err));
-		goto out;
+	return 0;
+}
+
+/* An existing file at the destination is replaced only with overwrite, and only if it is a
+ * regular file.  0, or -1 with r filled. */
+static int upload_destination(int dirfd, const struct roots_loc *loc, int overwrite, struct transfer_reply *r)
+{
+	struct stat st;
+	if (fstatat(dirfd, loc->name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (!overwrite) {
+		transfer_error_set(failure(r), "file_exists", 0, "Choose another path, or call file_transfer_open again with "
+		          "overwrite: true to replace the file when the upload is committed.",
+		          "'%s' already exists.", loc->abs);
+		return -1;
 	}
-	if (strncmp(loc.name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0) {
-		res = facade_failure(invalid_param("path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
-		                         "uploads in progress; choose another name."));
-		goto out;
+	if (!S_ISREG(st.st_mode)) {
+		transfer_error_param(failure(r), "path", NULL, "The path exists and is not a regular file; only "
+		              "regular files can be replaced.");
+		return -1;
 	}
-	struct xfer *old = active_upload_of(tr, loc.abs);
-	if (old && old->size == size && strcmp(old->want, want) == 0 && old->overwrite == overwrite &&
-	    upload_ready(tr, old) == 0 && old->state == XS_ACTIVE) {
-		old->touched_ms = now_ms();
-		res = upload_opened(old, 1);
-		goto out;
-	}
-	if (old && old->state == XS_ACTIVE)
-		fail_xfer(tr, old, "Replaced by a newer file_transfer_open of the same path.");
-	if (fstatat(dirfd, loc.name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
-		if (!overwrite) {
-			cJSON *e = env("file_exists", 0, "Choose another path, or call file_transfer_open again with "
-			               "overwrite: true to replace the file when the upload is committed.",
-			               "'%s' already exists.", loc.abs);
-			res = facade_failure(e);
-			goto out;
-		}
-		if (!S_ISREG(st.st_mode)) {
-			res = facade_failure(invalid_param("path", NULL, "The path exists and is not a regular file; only "
-			                         "regular files can be replaced."));
-			goto out;
-		}
-	}
-	if (!(x = xfer_alloc("")) || io_random_hex(x->h) < 0 || !(x->path = strdup(loc.abs)) || !(x->md = md_new())) {
-		res = facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
-		goto out;
+	return 0;
+}
+
+/* A new upload: the staging file in <state>/uploads, made durable by name before the open
+ * record is appended (the journal must never name a staging file a crash can lose).  The
+ * folder descriptor is taken (*dirfd = -1).  0, or -1 with r filled. */
+static int upload_create(struct transfers *tr, int *dirfd, const struct roots_loc *loc, int64_t size,
+                         const char *want, int overwrite, struct transfer_reply *r)
+{
+	char name[80];
+	struct xfer *x = xfer_alloc("");
+	if (!x || io_random_hex(x->h) < 0 || !(x->path = strdup(loc->abs)) || !(x->md = md_new())) {
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_open again.", "Out of memory.");
+		goto fail;
 	}
 	x->dir = X_UPLOAD;
 	x->size = size;
@@ -1313,56 +1235,91 @@ static cJSON *open_upload(struct transfers *tr, const char *path, int64_t size, 
 	stage_name(x, name, sizeof name);
 	x->fd = tr->updir < 0 ? (errno = ENOENT, -1)
 	      : openat(tr->updir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (x->fd < 0 || fid_of(dirfd, &x->id) < 0) {
-		res = facade_failure(env("internal_error", 1, "Tell the operator: the server's state folder must be "
-		               "writable. Then call file_transfer_open again.", "Cannot create the staging file for '%s' "
-		               "in %s/" STAGE_DIR ": %s.", loc.abs, tr->sv->state_dir ? tr->sv->state_dir : "(no state)",
-		               strerror(errno)));
-		goto out;
+	if (x->fd < 0 || fid_of(*dirfd, &x->id) < 0) {
+		transfer_error_set(failure(r), "internal_error", 1, "Tell the operator: the server's state folder must be "
+		          "writable. Then call file_transfer_open again.", "Cannot create the staging file for '%s' "
+		          "in %s/" STAGE_DIR ": %s.", loc->abs, tr->sv->state_dir ? tr->sv->state_dir : "(no state)",
+		          strerror(errno));
+		goto fail;
 	}
-	/* The staging file's name must survive a crash as long as the journal says it exists. */
 	fsync(tr->updir);
-	x->dirfd = dirfd;
-	dirfd = -1;
+	x->dirfd = *dirfd;
+	*dirfd = -1;
 	x->ready = 1;
 	x->next = tr->list;
 	tr->list = x;
 	j_open(tr, x);
-	res = upload_opened(x, 0);
-	x = NULL;
-out:
-	if (x) {
-		if (x->fd >= 0) {
-			stage_name(x, name, sizeof name);
-			unlinkat(tr->updir, name, 0);
-		}
-		xfer_free(x);
+	upload_opened(x, 0, r);
+	return 0;
+fail:
+	if (x && x->fd >= 0) {
+		stage_name(x, name, sizeof name);
+		unlinkat(tr->updir, name, 0);
 	}
+	if (x)
+		xfer_free(x);
+	return -1;
+}
+
+/* An open of a path that already has an unfinished upload with the same declarations resumes
+ * it (the client may have lost the handle); a different one replaces it. */
+int transfer_open_upload(struct transfers *tr, const char *path, int64_t size, const char *sha256, int overwrite,
+                         struct transfer_reply *r)
+{
+	char err[1000], want[65];
+	struct roots_loc loc;
+	int dirfd = -1, rc;
+	if (upload_declared(size, sha256, want, r) < 0)
+		goto out;
+	if ((rc = roots_open_parent(tr->roots, path, &dirfd, &loc, err, sizeof err)) < 0) {
+		path_error(failure(r), rc, err);
+		goto out;
+	}
+	if (strncmp(loc.name, STAGE_PREFIX, strlen(STAGE_PREFIX)) == 0) {
+		transfer_error_param(failure(r), "path", NULL, "Names starting with " STAGE_PREFIX " are reserved for "
+		              "uploads in progress; choose another name.");
+		goto out;
+	}
+	struct xfer *old = active_upload_of(tr, loc.abs);
+	if (old && old->size == size && strcmp(old->want, want) == 0 && old->overwrite == overwrite &&
+	    upload_ready(tr, old) == 0 && old->state == XS_ACTIVE) {
+		old->touched_ms = now_ms();
+		upload_opened(old, 1, r);
+		goto out;
+	}
+	if (old && old->state == XS_ACTIVE)
+		fail_xfer(tr, old, "Replaced by a newer file_transfer_open of the same path.");
+	if (upload_destination(dirfd, &loc, overwrite, r) < 0)
+		goto out;
+	upload_create(tr, &dirfd, &loc, size, want, overwrite, r);
+out:
 	if (dirfd >= 0)
 		close(dirfd);
-	return res;
+	limit_ready(tr, tr->list);
+	return 0;
 }
 
 /* Open the file behind a download path: a file in the roots or an artifact URI. */
 static int download_fd(struct transfers *tr, const char *path, int *fd, struct stat *st, char *abs, size_t abslen,
-                       cJSON **e)
+                       struct transfer_error *e)
 {
 	char err[1000];
 	int rc;
 	if (strncmp(path, RES_SCHEME, strlen(RES_SCHEME)) == 0) {
-		struct res_uri u;
-		if (res_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
-			*e = invalid_param("path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
-			                   "artifacts, or forkpoint://tasks/ID/result for a large result; read logs "
-			                   "with resources/read.", "Only task artifacts and results can be downloaded by URI.");
+		struct artifacts_uri u;
+		if (artifacts_uri_parse(path, &u) < 0 || u.kind == RES_LOG) {
+			transfer_error_param(e, "path", "Use forkpoint://tasks/ID/artifacts/NAME as listed in the task's "
+			              "artifacts, or forkpoint://tasks/ID/result for a large result; read logs "
+			              "with resources/read.", "Only task artifacts and results can be downloaded by URI.");
 			return -EINVAL;
 		}
-		rc = u.kind == RES_RESULT ? res_result_open(tr->sv, u.id, fd, st, err, sizeof err)
-		                          : res_artifact_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
+		rc = u.kind == RES_RESULT ? artifacts_result_open(tr->sv, u.id, fd, st, err, sizeof err)
+		                          : artifacts_open(tr->sv, u.id, u.name, fd, st, err, sizeof err);
 		if (rc < 0) {
-			*e = task_envelope("not_found", err, rc == -EAGAIN,
+			transfer_error_set(e, "not_found", rc == -EAGAIN,
 				rc == -EAGAIN ? "Wait until durable_task_get shows the task completed, then open again."
-				              : "Check the URI against the task's artifacts (durable_task_get or resources/list).");
+				              : "Check the URI against the task's artifacts (durable_task_get or resources/list).",
+				"%s", err);
 			return rc;
 		}
 		snprintf(abs, abslen, "%s", path);
@@ -1370,7 +1327,7 @@ static int download_fd(struct transfers *tr, const char *path, int *fd, struct s
 	}
 	struct roots_loc loc;
 	if ((rc = roots_open_file(tr->roots, path, ROOTS_SINGLE_LINK, fd, st, &loc, err, sizeof err)) < 0) {
-		*e = path_error(tr, rc, err);
+		path_error(e, rc, err);
 		return rc;
 	}
 	snprintf(abs, abslen, "%s", loc.abs);
@@ -1426,6 +1383,8 @@ static int hash_into(struct workers *w, int fd, int64_t size, EVP_MD_CTX *md)
 	return rc;
 }
 
+/* The hex sha256 of a whole file, refused (-EAGAIN) when its size or mtime moved meanwhile:
+ * a digest of a file being written describes no version of it. */
 static int hash_file(struct workers *w, int fd, int64_t size, const struct stat *before, char out[65])
 {
 	unsigned char d[EVP_MAX_MD_SIZE];
@@ -1457,7 +1416,7 @@ struct hjob {
 	struct stat st;
 	char abs[PATH_MAX + 64];    /* H_OPEN: the download's path or URI */
 	char h[33];                 /* H_READ: the download being reopened */
-	cJSON *args;                /* H_READ: the read's arguments (owned) */
+	int64_t roff, rlen;         /* H_READ: the read's offset and length (-1: defaults) */
 	char task[33];              /* H_ARTIFACT */
 	char name[NAME_MAX + 1];    /* H_ARTIFACT; H_COPY: the named copy's name */
 	int dirfd, out;             /* H_COPY: destination folder, the verified copy */
@@ -1467,6 +1426,7 @@ struct hjob {
 	char sha[65];
 };
 
+/* A pool job with no descriptors yet (all -1, so hj_done closes only what was set). */
 static struct hjob *hj_new(struct transfers *tr)
 {
 	struct hjob *j = calloc(1, sizeof *j);
@@ -1477,6 +1437,7 @@ static struct hjob *hj_new(struct transfers *tr)
 	return j;
 }
 
+/* On a worker thread: only the job's own descriptors and buffers are touched here. */
 static void hj_run(struct workers *w, void *arg)
 {
 	struct hjob *j = arg;
@@ -1509,22 +1470,24 @@ static int hash_later(const struct transfers *tr, int64_t size)
 	return tr->sv->workers && size > HASH_INLINE_MAX;
 }
 
-static cJSON *hash_failure(const char *abs, int rc)
+static void hash_failure(const char *abs, int rc, struct transfer_reply *r)
 {
-	return facade_failure(env("internal_error", 1, "Call file_transfer_open again when the file is no longer "
-	               "being written.", "'%s' could not be read whole: %s.", abs,
-	               rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" :
-	               rc == -ECANCELED ? "the server is stopping" : strerror(-rc)));
+	transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_open again when the file is no longer "
+	          "being written.", "'%s' could not be read whole: %s.", abs,
+	          rc == -EAGAIN || rc == -EIO ? "it changed while it was being read" :
+	          rc == -ECANCELED ? "the server is stopping" : strerror(-rc));
 }
 
 /* The download is hashed: it gets its handle (fd is taken). */
-static cJSON *download_opened(struct transfers *tr, int *fd, const struct stat *st, const char *abs, const char *sha)
+static void download_opened(struct transfers *tr, int *fd, const struct stat *st, const char *abs, const char *sha,
+                            struct transfer_reply *r)
 {
 	struct xfer *x = xfer_alloc("");
 	if (!x || io_random_hex(x->h) < 0 || !(x->path = strdup(abs))) {
 		if (x)
 			xfer_free(x);
-		return facade_failure(env("internal_error", 1, "Call file_transfer_open again.", "Out of memory."));
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_open again.", "Out of memory.");
+		return;
 	}
 	memcpy(x->sha, sha, 65);
 	x->dir = X_DOWNLOAD;
@@ -1539,95 +1502,81 @@ static cJSON *download_opened(struct transfers *tr, int *fd, const struct stat *
 	x->next = tr->list;
 	tr->list = x;
 	j_open(tr, x);
-	cJSON *o = cJSON_CreateObject();
-	add_common(o, x);
-	cJSON_AddStringToObject(o, "sha256", x->sha);
-	cJSON_AddNumberToObject(o, "chunkSize", CHUNK_SIZE);
-	cJSON_AddNumberToObject(o, "maxChunkSize", CHUNK_MAX);
-	cJSON_AddNumberToObject(o, "nextOffset", 0);
-	add_expiry(o, x);
-	cJSON_AddStringToObject(o, "note", "Download open. Call file_transfer_read {handle} repeatedly (each "
-		"read continues where the last ended) until eof is true, decode each data field from base64 "
-		"and append it; the bytes' sha256 must equal sha256.");
+	reply_of(x, TRANSFER_OPENED, r);
 	limit_ready(tr, x);
-	return facade_result(o, 0);
 }
 
 /* The whole file's sha256 is computed at open, from the descriptor the reads then use.  A
  * large file is hashed in the worker pool and the open answers through later when it is done
- * (NULL returned); the loop goes on serving meanwhile. */
-static cJSON *open_download(struct transfers *tr, const char *path, const struct transfer_later *later)
+ * (TRANSFER_LATER); the loop goes on serving meanwhile. */
+int transfer_open_download(struct transfers *tr, const char *path, const struct transfer_later *later,
+                           struct transfer_reply *r)
 {
 	char abs[PATH_MAX + 64], sha[65];
 	struct stat st;
-	cJSON *e = NULL, *res;
 	int fd = -1, rc;
-	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, &e) < 0)
-		return facade_failure(e);
+	if (download_fd(tr, path, &fd, &st, abs, sizeof abs, failure(r)) < 0)
+		goto out;
 	if (st.st_size > XFER_MAX_BYTES) {
-		res = facade_failure(env("file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the limit "
-		               "of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES));
-		close(fd);
-		return res;
+		transfer_error_set(failure(r), "file_too_large", 0, "Ask for a smaller file.", "'%s' is %lld bytes, over the "
+		          "limit of %lld.", abs, (long long)st.st_size, (long long)XFER_MAX_BYTES);
+		goto out;
 	}
 	if (later && hash_later(tr, st.st_size)) {
 		struct hjob *j = hj_new(tr);
 		if (j) {
-			j->tr = tr;
 			j->kind = H_OPEN;
 			j->fd = fd;
 			j->st = st;
 			j->later = *later;
 			snprintf(j->abs, sizeof j->abs, "%s", abs);
-			if (hj_submit(tr, j) == 0)
-				return NULL;
+			if (hj_submit(tr, j) == 0) {
+				limit_ready(tr, tr->list);
+				return TRANSFER_LATER;
+			}
 			free(j);
 		}
 	}
 	rc = hash_file(NULL, fd, st.st_size, &st, sha);
-	res = rc < 0 ? hash_failure(abs, rc) : download_opened(tr, &fd, &st, abs, sha);
+	if (rc < 0)
+		hash_failure(abs, rc, r);
+	else
+		download_opened(tr, &fd, &st, abs, sha, r);
+out:
 	if (fd >= 0)
 		close(fd);
-	return res;
+	limit_ready(tr, tr->list);
+	return 0;
 }
 
 /* ---- write / read / commit / status ------------------------------------------------------------ */
 
-static cJSON *not_active(const struct xfer *x)
+/* Why a transfer that is over takes no more calls, and how to start again. */
+static void not_active(const struct xfer *x, struct transfer_error *e)
 {
 	if (x->state == XS_COMMITTED)
-		return env("not_active", 0, "The upload is finished; open a new transfer to send another file.",
-		           "Upload %s was already committed to %s.", x->h, x->path);
-	return env("not_active", 0,
-		x->dir == X_UPLOAD
-			? "Start over: call file_transfer_open again with the same path (and size, sha256), then "
-			  "send the file from offset 0."
-			: "Call file_transfer_open again to download the file as it is now.",
-		"Transfer %s failed: %s", x->h, x->msg ? x->msg : "no reason recorded");
+		transfer_error_set(e, "not_active", 0, "The upload is finished; open a new transfer to send another file.",
+		          "Upload %s was already committed to %s.", x->h, x->path);
+	else
+		transfer_error_set(e, "not_active", 0,
+			x->dir == X_UPLOAD
+				? "Start over: call file_transfer_open again with the same path (and size, sha256), then "
+				  "send the file from offset 0."
+				: "Call file_transfer_open again to download the file as it is now.",
+			"Transfer %s failed: %s", x->h, x->msg ? x->msg : "no reason recorded");
 }
 
-static cJSON *write_view(const struct xfer *x, int64_t n, int64_t end)
+static void write_view(const struct xfer *x, int64_t n, int64_t end, struct transfer_reply *r)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "received", (double)n);
-	cJSON_AddNumberToObject(o, "nextOffset", (double)end);
-	if (x->size >= 0)
-		cJSON_AddNumberToObject(o, "remaining", (double)(x->size - end));
-	cJSON_AddStringToObject(o, "note", x->size >= 0 && end == x->size
-		? "All declared bytes received. Call file_transfer_commit {handle} to verify and place the file."
-		: "Stored. Send the next chunk at nextOffset; after the last one call file_transfer_commit.");
-	return facade_result(o, 0);
+	reply_of(x, TRANSFER_WRITTEN, r);
+	r->received = n;
+	r->next_offset = end;
 }
 
-static cJSON *dup_view(const struct xfer *x)
+static void dup_view(const struct xfer *x, struct transfer_reply *r)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "received", 0);
-	cJSON_AddBoolToObject(o, "duplicate", 1);
-	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->last_off + x->last_len));
-	cJSON_AddStringToObject(o, "note", "This chunk had already been received (same offset, same "
-		"bytes); nothing was written twice. Continue with the chunk at nextOffset.");
-	return facade_result(o, 0);
+	reply_of(x, TRANSFER_DUPLICATE, r);
+	r->next_offset = x->last_off + x->last_len;
 }
 
 /* Queue the answer to a chunk (or to a repeat of it) until a sync covers it.  0 or -ENOMEM. */
@@ -1663,34 +1612,43 @@ static void flush_acks(struct transfers *tr, struct xfer *x, int64_t end)
 			x->dlast_off = a->off;
 			x->dlast_len = a->len;
 		}
-		a->later.answer(a->later.ctx, a->dup ? dup_view(x) : write_view(x, a->len, a->off + a->len));
+		struct transfer_reply r;
+		if (a->dup)
+			dup_view(x, &r);
+		else
+			write_view(x, a->len, a->off + a->len, &r);
+		a->later.answer(a->later.ctx, &r);
 		free(a);
 	}
 }
 
 /* Answer every queued chunk with r_of(x) (NULL: drop them, the server is stopping). */
-static void answer_acks(struct xfer *x, cJSON *(*r_of)(const struct xfer *x))
+static void answer_acks(struct xfer *x, reply_fn *r_of)
 {
 	while (x->acks) {
 		struct xack *a = x->acks;
 		x->acks = a->next;
-		if (r_of)
-			a->later.answer(a->later.ctx, r_of(x));
-		else if (a->later.drop)
+		if (r_of) {
+			struct transfer_reply r;
+			r_of(x, &r);
+			a->later.answer(a->later.ctx, &r);
+		} else if (a->later.drop) {
 			a->later.drop(a->later.ctx);
+		}
 		free(a);
 	}
 }
 
-static cJSON *ack_not_active(const struct xfer *x)
+static void ack_not_active(const struct xfer *x, struct transfer_reply *r)
 {
-	return facade_failure(not_active(x));
+	not_active(x, failure(r));
 }
 
-static cJSON *sync_failed(const struct xfer *x)
+static void sync_failed(const struct xfer *x, struct transfer_reply *r)
 {
-	return facade_failure(with_cursor(env("internal_error", 1, "Send the chunks again from partial.cursor; if the "
-		"disk is full, tell the operator.", "The staged bytes could not be synced."), x->cursor));
+	transfer_error_set(failure(r), "internal_error", 1, "Send the chunks again from partial.cursor; if the "
+	          "disk is full, tell the operator.", "The staged bytes could not be synced.");
+	with_cursor(&r->err, x->cursor);
 }
 
 /* A sync failed (or never ran): the queued chunks are not acknowledged.  The cursor goes back
@@ -1709,80 +1667,131 @@ static void fail_acks(struct transfers *tr, struct xfer *x, int rc)
 	answer_acks(x, rc == -ECANCELED ? NULL : sync_failed);
 }
 
-static cJSON *committing(const struct xfer *x)
+static void committing(const struct xfer *x, struct transfer_error *e)
 {
-	return env("not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
-	           "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
+	transfer_error_set(e, "not_active", 1, "Wait for the answer of the file_transfer_commit in progress (file_transfer_status "
+	          "shows the outcome).", "Upload %s is being committed (its bytes are being copied into place).", x->h);
 }
 
-static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
-                          const struct transfer_later *later);
+static int store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                       const struct transfer_later *later, struct transfer_reply *r);
 
-static cJSON *do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data,
-                       const struct transfer_later *later)
+/* An upload takes writes and commits while it is active and no commit's copy is in the
+ * pool.  0, or -1 with r filled. */
+static int upload_takes_calls(const struct xfer *x, struct transfer_reply *r)
+{
+	if (x->state != XS_ACTIVE) {
+		not_active(x, failure(r));
+		return -1;
+	}
+	if (x->committing) {
+		committing(x, failure(r));
+		return -1;
+	}
+	return 0;
+}
+
+/* The chunk's size and encoding: 0 with its bytes in tr->buf (*n of them), or -1 with r
+ * filled. */
+static int decode_chunk(struct transfers *tr, const struct xfer *x, const char *data, ssize_t *n,
+                        struct transfer_reply *r)
 {
 	size_t elen = strlen(data), bad = 0;
-	if (x->dir != X_UPLOAD)
-		return facade_failure(invalid_param("handle", "Use file_transfer_read with a download handle.",
-		                          "This handle is a download; file_transfer_write needs an upload handle."));
-	upload_ready(tr, x);
-	if (x->state != XS_ACTIVE)
-		return facade_failure(not_active(x));
-	if (x->committing)
-		return facade_failure(committing(x));
-	if (elen > CHUNK_B64_MAX)
-		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
+	if (elen > CHUNK_B64_MAX) {
+		transfer_error_set(failure(r), "chunk_too_large", 1, "Send at most 1048576 bytes (decoded) per "
 			"file_transfer_write; 262144 (chunkSize) is the recommended size. Split the chunk and send "
 			"it again from the same offset.", "The chunk is %zu base64 characters, more than 1 MiB of bytes.",
-			elen), x->cursor));
-	ssize_t n = b64_decode(data, elen, tr->buf, &bad);
-	if (n < 0) {
+			elen);
+		goto fail;
+	}
+	*n = b64_decode(data, elen, tr->buf, &bad);
+	if (*n < 0) {
 		char msg[200];
 		snprintf(msg, sizeof msg, "data is not valid base64 (bad character at position %zu).", bad);
-		return facade_failure(with_cursor(invalid_param("data", "Encode the chunk's bytes as standard base64 "
-			"(A-Z a-z 0-9 + /, '=' padding only at the end, no line breaks) and send it again.", msg),
-			x->cursor));
+		transfer_error_param(failure(r), "data", "Encode the chunk's bytes as standard base64 "
+			"(A-Z a-z 0-9 + /, '=' padding only at the end, no line breaks) and send it again.", msg);
+		goto fail;
 	}
-	if (n > CHUNK_MAX)
-		return facade_failure(with_cursor(env("chunk_too_large", 1, "Send at most 1048576 bytes per write.",
-		                            "The chunk has %zd bytes, more than 1 MiB.", n), x->cursor));
-	if (off != x->cursor) {
-		/* The answer to the last chunk may have been lost: the same bytes again at the same
-		 * offset are acknowledged without writing anything (once that chunk is durable). */
-		if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
-		    io_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
-			x->touched_ms = now_ms();
-			if (x->acks && later && ack_later(tr, x, off, n, 1, later) == 0)
-				return NULL;
-			return dup_view(x);
-		}
-		char hint[300];
-		snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
-		         "next; file_transfer_status always shows this offset.", (long long)x->cursor);
-		return facade_failure(with_cursor(env("offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
-			(long long)x->cursor, (long long)off, off < x->cursor ? " (those bytes were already received)"
-			                                                        : " (bytes before it are missing)"),
-			x->cursor));
+	if (*n > CHUNK_MAX) {
+		transfer_error_set(failure(r), "chunk_too_large", 1, "Send at most 1048576 bytes per write.",
+		          "The chunk has %zd bytes, more than 1 MiB.", *n);
+		goto fail;
 	}
+	return 0;
+fail:
+	with_cursor(&r->err, x->cursor);
+	return -1;
+}
+
+/* A chunk at another offset than the cursor.  The answer to the last chunk may have been lost:
+ * the same bytes again at the same offset are acknowledged without writing anything (once that
+ * chunk is durable).  Anything else is an offset_mismatch naming the cursor. */
+static int write_elsewhere(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                           const struct transfer_later *later, struct transfer_reply *r)
+{
+	if (n > 0 && n == x->last_len && off == x->last_off && off + n == x->cursor &&
+	    io_pread_upto(x->fd, tr->buf2, (size_t)n, off) == n && memcmp(tr->buf, tr->buf2, (size_t)n) == 0) {
+		x->touched_ms = now_ms();
+		if (x->acks && later && ack_later(tr, x, off, n, 1, later) == 0)
+			return TRANSFER_LATER;
+		dup_view(x, r);
+		return 0;
+	}
+	char hint[300];
+	snprintf(hint, sizeof hint, "Send the bytes of the file starting at offset %lld (partial.cursor) "
+	         "next; file_transfer_status always shows this offset.", (long long)x->cursor);
+	transfer_error_set(failure(r), "offset_mismatch", 1, hint, "Expected offset %lld, got %lld%s.",
+		(long long)x->cursor, (long long)off, off < x->cursor ? " (those bytes were already received)"
+		                                                        : " (bytes before it are missing)");
+	with_cursor(&r->err, x->cursor);
+	return 0;
+}
+
+/* One chunk of an upload: checks in the order the client can act on them (wrong handle, over,
+ * too large or malformed, wrong offset, past the declared size), then store_chunk. */
+static int do_write(struct transfers *tr, struct xfer *x, int64_t off, const char *data,
+                    const struct transfer_later *later, struct transfer_reply *r)
+{
+	ssize_t n = 0;
+	if (x->dir != X_UPLOAD) {
+		transfer_error_param(failure(r), "handle", "Use file_transfer_read with a download handle.",
+		              "This handle is a download; file_transfer_write needs an upload handle.");
+		return 0;
+	}
+	upload_ready(tr, x);
+	if (upload_takes_calls(x, r) < 0)
+		return 0;
+	if (decode_chunk(tr, x, data, &n, r) < 0)
+		return 0;
+	if (off != x->cursor)
+		return write_elsewhere(tr, x, off, n, later, r);
 	if (x->size >= 0 && off + n > x->size) {
 		char hint[400];
 		snprintf(hint, sizeof hint, "Send at most %lld more bytes from offset %lld. If the file really is "
 		         "larger, call file_transfer_open again with the same path and the right size: that "
 		         "starts the upload over.", (long long)(x->size - x->cursor), (long long)x->cursor);
-		return facade_failure(with_cursor(env("size_mismatch", 1, hint, "The chunk would end at %lld, past the "
-			"declared size %lld; nothing was written.", (long long)(off + n), (long long)x->size), x->cursor));
+		transfer_error_set(failure(r), "size_mismatch", 1, hint, "The chunk would end at %lld, past the "
+			"declared size %lld; nothing was written.", (long long)(off + n), (long long)x->size);
+		with_cursor(&r->err, x->cursor);
+		return 0;
 	}
-	if (off + n > XFER_MAX_BYTES)
-		return facade_failure(with_cursor(env("file_too_large", 0, "Split the file into parts of at most 64 GiB.",
-		                            "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES), x->cursor));
-	return n > 0 ? store_chunk(tr, x, off, n, later) : write_view(x, 0, x->cursor);
+	if (off + n > XFER_MAX_BYTES) {
+		transfer_error_set(failure(r), "file_too_large", 0, "Split the file into parts of at most 64 GiB.",
+		          "The upload would exceed %lld bytes.", (long long)XFER_MAX_BYTES);
+		with_cursor(&r->err, x->cursor);
+		return 0;
+	}
+	if (n > 0)
+		return store_chunk(tr, x, off, n, later, r);
+	write_view(x, 0, x->cursor, r);
+	return 0;
 }
 
 /* Write one chunk at the cursor.  Its bytes are synced before it is acknowledged and before
  * its journal record is appended: here, or — when the answer can wait and there is a worker
- * pool — there (NULL returned; the loop goes on serving while the disk syncs). */
-static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
-                          const struct transfer_later *later)
+ * pool — there (TRANSFER_LATER; the loop goes on serving while the disk syncs). */
+static int store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssize_t n,
+                       const struct transfer_later *later, struct transfer_reply *r)
 {
 	struct hjob *j = later && tr->sv->workers ? hj_new(tr) : NULL;
 	int rc = io_pwrite_full(x->fd, tr->buf, (size_t)n, (uint64_t)off);
@@ -1797,8 +1806,10 @@ static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssi
 	if (rc < 0) {
 		if (j)
 			free(j);   /* (not reached with an ack queued: rc is the pwrite's) */
-		return facade_failure(with_cursor(env("internal_error", 1, "Send the same chunk again later; if the disk "
-			"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc)), x->cursor));
+		transfer_error_set(failure(r), "internal_error", 1, "Send the same chunk again later; if the disk "
+			"is full, tell the operator.", "The chunk could not be stored: %s.", strerror(-rc));
+		with_cursor(&r->err, x->cursor);
+		return 0;
 	}
 	EVP_DigestUpdate(x->md, tr->buf, (size_t)n);
 	x->last_off = off;
@@ -1807,22 +1818,23 @@ static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssi
 	x->touched_ms = now_ms();
 	if (!j) {
 		j_chunk(tr, x);
-		return write_view(x, n, x->cursor);
+		write_view(x, n, x->cursor, r);
+		return 0;
 	}
 	j->kind = H_SYNC;
 	j->st.st_size = x->cursor;
 	memcpy(j->h, x->h, sizeof j->h);
 	if (hj_submit(tr, j) == 0)
-		return NULL;
+		return TRANSFER_LATER;
 	/* The pool is stopping: sync here; the queued answer goes out with the others. */
 	close(j->fd);
 	free(j);
 	if (fdatasync(x->fd) < 0) {
 		fail_acks(tr, x, -errno);
-		return NULL;
+		return TRANSFER_LATER;
 	}
 	flush_acks(tr, x, x->cursor);
-	return NULL;
+	return TRANSFER_LATER;
 }
 
 /* A download handle after a restart or parking: open the same file again and check it is the
@@ -1830,8 +1842,8 @@ static cJSON *store_chunk(struct transfers *tr, struct xfer *x, int64_t off, ssi
  * ctime (which no one can set back), it is the same bytes; otherwise its sha256 is computed
  * again — in the pool when it is large and the answer can wait (1: j was submitted and will
  * answer).  0 ready, -ESTALE changed, -1 with *e not there. */
-static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, const struct transfer_later *later,
-                           const cJSON *args)
+static int download_reopen(struct transfers *tr, struct xfer *x, struct transfer_error *e,
+                           const struct transfer_later *later, int64_t off, int64_t len)
 {
 	char abs[PATH_MAX + 64], sha[65];
 	struct stat st;
@@ -1844,13 +1856,13 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, cons
 	                 st.st_ctim.tv_sec == x->ctime.tv_sec && st.st_ctim.tv_nsec == x->ctime.tv_nsec;
 	if (!fid_same(&x->id, &now) || st.st_size != x->size) {
 		close(fd);
-		*e = NULL;
 		return -ESTALE;
 	}
 	if (!same_times && later && hash_later(tr, st.st_size)) {
 		struct hjob *j = hj_new(tr);
-		if (j && (j->args = cJSON_Duplicate(args, 1))) {
-			j->tr = tr;
+		if (j) {
+			j->roff = off;
+			j->rlen = len;
 			j->kind = H_READ;
 			j->fd = fd;
 			j->st = st;
@@ -1859,13 +1871,10 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, cons
 			if (hj_submit(tr, j) == 0)
 				return 1;
 		}
-		if (j)
-			cJSON_Delete(j->args);
 		free(j);
 	}
 	if (!same_times && (hash_file(NULL, fd, st.st_size, &st, sha) < 0 || strcmp(sha, x->sha) != 0)) {
 		close(fd);
-		*e = NULL;
 		return -ESTALE;
 	}
 	x->fd = fd;
@@ -1876,72 +1885,97 @@ static int download_reopen(struct transfers *tr, struct xfer *x, cJSON **e, cons
 	return 0;
 }
 
-static cJSON *changed(struct transfers *tr, struct xfer *x)
+static void changed(struct transfers *tr, struct xfer *x, struct transfer_reply *r)
 {
 	fail_xfer(tr, x, "The file changed after the download was opened.");
-	return facade_failure(env("checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
-	                "now, and start from offset 0.", "'%s' changed after the download was opened; its bytes "
-	                "no longer match sha256 %s.", x->path, x->sha));
+	transfer_error_set(failure(r), "checksum_mismatch", 1, "Call file_transfer_open again to download the file as it is "
+	          "now, and start from offset 0.", "'%s' changed after the download was opened; its bytes "
+	          "no longer match sha256 %s.", x->path, x->sha);
 }
 
-static cJSON *do_read(struct transfers *tr, struct xfer *x, const cJSON *args, const struct transfer_later *later)
+/* A download that is not ready (after a restart or parking) is opened and checked again
+ * first: 0 ready, TRANSFER_LATER (it is being hashed again), or -1 with r filled. */
+static int read_ready(struct transfers *tr, struct xfer *x, int64_t off, int64_t len,
+                      const struct transfer_later *later, struct transfer_reply *r)
 {
-	const cJSON *joff = cJSON_GetObjectItem(args, "offset"), *jlen = cJSON_GetObjectItem(args, "length");
-	if (x->dir != X_DOWNLOAD)
-		return facade_failure(invalid_param("handle", "Use file_transfer_write with an upload handle.",
-		                          "This handle is an upload; file_transfer_read needs a download handle."));
-	if (x->state != XS_ACTIVE)
-		return facade_failure(not_active(x));
-	if (!x->ready) {
-		cJSON *e = NULL;
-		int rc = download_reopen(tr, x, &e, later, args);
-		if (rc == 1)
-			return NULL;   /* answered when the file has been hashed again */
-		if (rc == -ESTALE)
-			return changed(tr, x);
-		if (rc < 0) {
-			fail_xfer(tr, x, "The file is no longer there.");
-			return facade_failure(e);
-		}
+	struct transfer_error e;
+	if (x->ready)
+		return 0;
+	transfer_error_set(&e, "internal_error", 1, "Call file_transfer_open again.", "The file could not be opened again.");
+	int rc = download_reopen(tr, x, &e, later, off, len);
+	if (rc == 1)
+		return TRANSFER_LATER;   /* answered when the file has been hashed again */
+	if (rc == -ESTALE) {
+		changed(tr, x, r);
+		return -1;
 	}
-	int64_t off = joff ? (int64_t)joff->valuedouble : x->cursor;
-	int64_t len = jlen ? (int64_t)jlen->valuedouble : CHUNK_SIZE;
-	if (len > CHUNK_MAX)
-		return facade_failure(env("chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
-		                "length %lld is more than 1 MiB.", (long long)len));
+	if (rc < 0) {
+		fail_xfer(tr, x, "The file is no longer there.");
+		*failure(r) = e;
+		return -1;
+	}
+	return 0;
+}
+
+/* Read a range of a download from the descriptor that was hashed; a file that changed size or
+ * mtime since fails the download (checksum_mismatch) rather than serving other bytes. */
+static int do_read(struct transfers *tr, struct xfer *x, int64_t off, int64_t len,
+                   const struct transfer_later *later, struct transfer_reply *r)
+{
+	if (x->dir != X_DOWNLOAD) {
+		transfer_error_param(failure(r), "handle", "Use file_transfer_write with an upload handle.",
+		              "This handle is an upload; file_transfer_read needs a download handle.");
+		return 0;
+	}
+	if (x->state != XS_ACTIVE) {
+		not_active(x, failure(r));
+		return 0;
+	}
+	int rc = read_ready(tr, x, off, len, later, r);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	if (off < 0)
+		off = x->cursor;
+	if (len < 0)
+		len = CHUNK_SIZE;
+	if (len > CHUNK_MAX) {
+		transfer_error_set(failure(r), "chunk_too_large", 1, "Ask for at most 1048576 bytes per read (length).",
+		          "length %lld is more than 1 MiB.", (long long)len);
+		return 0;
+	}
 	if (off > x->size) {
 		char msg[200];
 		snprintf(msg, sizeof msg, "offset %lld is past the end of the file (size %lld).", (long long)off,
 		         (long long)x->size);
-		return facade_failure(invalid_param("offset", "Read at an offset between 0 and size.", msg));
+		transfer_error_param(failure(r), "offset", "Read at an offset between 0 and size.", msg);
+		return 0;
 	}
 	struct stat st;
 	if (fstat(x->fd, &st) < 0 || st.st_size != x->size || st.st_mtim.tv_sec != x->mtime.tv_sec ||
-	    st.st_mtim.tv_nsec != x->mtime.tv_nsec)
-		return changed(tr, x);
+	    st.st_mtim.tv_nsec != x->mtime.tv_nsec) {
+		changed(tr, x, r);
+		return 0;
+	}
 	size_t n = (size_t)(x->size - off < len ? x->size - off : len);
-	ssize_t r = io_pread_upto(x->fd, tr->buf, n, off);
-	if (r < 0)
-		return facade_failure(env("internal_error", 1, "Read the same range again.", "Read failed: %s.", strerror((int)-r)));
-	if ((size_t)r != n)
-		return changed(tr, x);
+	ssize_t got = io_pread_upto(x->fd, tr->buf, n, off);
+	if (got < 0) {
+		transfer_error_set(failure(r), "internal_error", 1, "Read the same range again.", "Read failed: %s.",
+		          strerror((int)-got));
+		return 0;
+	}
+	if ((size_t)got != n) {
+		changed(tr, x, r);
+		return 0;
+	}
 	b64_encode(tr->buf, n, tr->enc);
 	x->cursor = off + (int64_t)n;
 	x->touched_ms = now_ms();
-	int eof = x->cursor == x->size;
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "data", tr->enc);
-	cJSON_AddNumberToObject(o, "bytes", (double)n);
-	cJSON_AddNumberToObject(o, "offset", (double)off);
-	cJSON_AddNumberToObject(o, "nextOffset", (double)x->cursor);
-	cJSON_AddBoolToObject(o, "eof", eof);
-	cJSON_AddNumberToObject(o, "size", (double)x->size);
-	if (eof)
-		cJSON_AddStringToObject(o, "sha256", x->sha);
-	cJSON_AddStringToObject(o, "note", eof
-		? "End of file. The sha256 of all the bytes read must equal sha256; if not, read again from offset 0."
-		: "Call file_transfer_read {handle} again for the next chunk (it continues at nextOffset).");
-	return facade_result(o, 0);
+	reply_of(x, TRANSFER_READ, r);
+	r->data = tr->enc;
+	r->bytes = (int64_t)n;
+	r->offset = off;
+	r->eof = x->cursor == x->size;
+	return 0;
 }
 
 /* Give the inode behind fd the name dirfd/name (failing with -EEXIST if the name is taken):
@@ -2098,117 +2132,128 @@ static int commit_publish(struct transfers *tr, struct xfer *x)
 	return rc;
 }
 
-static cJSON *finish_commit(struct transfers *tr, struct xfer *x);
+static void finish_commit(struct transfers *tr, struct xfer *x, struct transfer_reply *r);
 static int commit_later(struct transfers *tr, struct xfer *x, const struct transfer_later *later);
 
-static cJSON *do_commit(struct transfers *tr, struct xfer *x, const struct transfer_later *later)
+/* Before a commit may publish: the upload is whole and its bytes hash to the declared sha256
+ * (a wrong one discards the upload).  0 with x->sha set, or -1 with r filled. */
+static int commit_verify(struct transfers *tr, struct xfer *x, struct transfer_reply *r)
 {
 	char sha[65];
-	if (x->dir != X_UPLOAD)
-		return facade_failure(invalid_param("handle", "Downloads need no commit; just stop reading.",
-		                          "This handle is a download; only uploads are committed."));
-	upload_ready(tr, x);
-	if (x->state == XS_COMMITTED)
-		return committed_view(x, 1);
-	if (x->state != XS_ACTIVE)
-		return facade_failure(not_active(x));
-	if (x->committing)
-		return facade_failure(committing(x));
-	if (x->acks) {
-		/* Chunks still waiting for their sync: one sync here covers them all. */
-		if (fsync(x->fd) < 0) {
-			fail_acks(tr, x, -errno);
-			return sync_failed(x);
-		}
-		flush_acks(tr, x, x->cursor);
-	}
 	if (x->size >= 0 && x->cursor < x->size) {
 		char hint[300];
 		snprintf(hint, sizeof hint, "Send the remaining %lld bytes with file_transfer_write starting at "
 		         "offset %lld (partial.cursor), then commit again.", (long long)(x->size - x->cursor),
 		         (long long)x->cursor);
-		return facade_failure(with_cursor(env("size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
-			"been received; the upload stays open.", (long long)x->cursor, (long long)x->size), x->cursor));
+		transfer_error_set(failure(r), "size_mismatch", 1, hint, "Only %lld of the declared %lld bytes have "
+			"been received; the upload stays open.", (long long)x->cursor, (long long)x->size);
+		with_cursor(&r->err, x->cursor);
+		return -1;
 	}
-	if (md_peek(x->md, sha) < 0)
-		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again.", "Out of memory."));
+	if (md_peek(x->md, sha) < 0) {
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again.", "Out of memory.");
+		return -1;
+	}
 	if (x->want[0] && strcmp(sha, x->want) != 0) {
 		char why[300];
 		snprintf(why, sizeof why, "The received bytes have sha256 %s, not the declared %s.", sha, x->want);
 		fail_xfer(tr, x, why);
-		return facade_failure(env("checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
+		transfer_error_set(failure(r), "checksum_mismatch", 1, "The bytes are wrong, so this upload was discarded. Check "
 			"the declared sha256 against the file, then call file_transfer_open again with the same path, "
-			"size and sha256 and send the whole file from offset 0.", "%s", why));
+			"size and sha256 and send the whole file from offset 0.", "%s", why);
+		return -1;
 	}
 	memcpy(x->sha, sha, sizeof sha);
-	if (fsync(x->fd) < 0)
-		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
-			"the operator.", "The staged bytes could not be synced: %s.", strerror(errno)));
+	if (fsync(x->fd) < 0) {
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The staged bytes could not be synced: %s.", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Commit an upload: chunks still waiting for their sync are synced (one fsync covers them),
+ * the bytes verified, then published — a large cross-file-system copy in the pool. */
+static int do_commit(struct transfers *tr, struct xfer *x, const struct transfer_later *later,
+                     struct transfer_reply *r)
+{
+	if (x->dir != X_UPLOAD) {
+		transfer_error_param(failure(r), "handle", "Downloads need no commit; just stop reading.",
+		              "This handle is a download; only uploads are committed.");
+		return 0;
+	}
+	upload_ready(tr, x);
+	if (x->state == XS_COMMITTED) {
+		committed_view(x, 1, r);
+		return 0;
+	}
+	if (upload_takes_calls(x, r) < 0)
+		return 0;
+	if (x->acks) {
+		if (fsync(x->fd) < 0) {
+			fail_acks(tr, x, -errno);
+			sync_failed(x, r);
+			return 0;
+		}
+		flush_acks(tr, x, x->cursor);
+	}
+	if (commit_verify(tr, x, r) < 0)
+		return 0;
 	if (later && x->pubfd < 0 && hash_later(tr, x->cursor) && cross_fs(x) && commit_later(tr, x, later) == 0)
-		return NULL;
-	return finish_commit(tr, x);
+		return TRANSFER_LATER;
+	finish_commit(tr, x, r);
+	return 0;
 }
 
 /* Publish, and say how that went. */
-static cJSON *finish_commit(struct transfers *tr, struct xfer *x)
+static void finish_commit(struct transfers *tr, struct xfer *x, struct transfer_reply *r)
 {
 	int rc = commit_publish(tr, x);
 	if (rc == -EEXIST)
-		return facade_failure(env("file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
+		transfer_error_set(failure(r), "file_exists", 0, "Remove or rename the existing file and call file_transfer_commit "
 			"again, or call file_transfer_open again with overwrite: true (that starts the upload over).",
 			"'%s' appeared while the upload was running; the upload stays open and nothing was replaced.",
-			x->path));
-	if (rc == -ESTALE)
-		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
+			x->path);
+	else if (rc == -ESTALE)
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; make sure nothing else "
 			"writes to the destination folder meanwhile.", "Something replaced '%s' while the upload was being "
-			"moved into place; the file there is not the upload's.", x->path));
+			"moved into place; the file there is not the upload's.", x->path);
+	else if (rc < 0)
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+			"the operator.", "The file could not be moved into place: %s.", strerror(-rc));
 	if (rc < 0)
-		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
-			"the operator.", "The file could not be moved into place: %s.", strerror(-rc)));
+		return;
 	mark_committed(tr, x);
-	return committed_view(x, 0);
+	committed_view(x, 0, r);
 }
 
-static cJSON *do_status(struct transfers *tr, struct xfer *x)
+static void do_status(const struct xfer *x, struct transfer_reply *r)
 {
-	(void)tr;
-	cJSON *o = cJSON_CreateObject();
-	add_common(o, x);
-	cJSON_AddStringToObject(o, "status", state_name(x->state));
+	reply_of(x, TRANSFER_STATUS, r);
 	/* Acknowledged bytes only: chunks still being synced are not. */
-	cJSON_AddNumberToObject(o, "nextOffset", (double)(x->acks ? x->acks->off : x->cursor));
-	if (x->dir == X_UPLOAD && x->want[0])
-		cJSON_AddStringToObject(o, "declaredSha256", x->want);
-	if (x->sha[0])
-		cJSON_AddStringToObject(o, "sha256", x->sha);
-	add_expiry(o, x);
-	const char *note;
-	if (x->state == XS_FAILED) {
-		cJSON_AddItemToObject(o, "error", not_active(x));
-		note = "This transfer failed; error.recoveryHint says how to start over.";
-	} else if (x->state == XS_COMMITTED) {
-		note = "Committed: the file is in place at path.";
-	} else if (x->dir == X_UPLOAD) {
-		note = "Continue with file_transfer_write at nextOffset; after the last chunk call file_transfer_commit.";
-	} else {
-		note = "Continue with file_transfer_read at nextOffset (or any offset) until eof.";
-	}
-	cJSON_AddStringToObject(o, "note", note);
-	return facade_result(o, 0);
+	r->next_offset = x->acks ? x->acks->off : x->cursor;
+	if (x->state == XS_FAILED)
+		not_active(x, &r->failure);
 }
 
 /* A download reopened in the pool: if its bytes still hash to the sha256 of its open, the
  * read that asked goes ahead. */
-static cJSON *read_verified(struct transfers *tr, struct hjob *j)
+static void read_verified(struct transfers *tr, struct hjob *j, struct transfer_reply *r)
 {
 	struct xfer *x = find(tr, j->h);
-	if (!x)
-		return facade_failure(unknown_handle(tr, j->h));
-	if (x->state != XS_ACTIVE)
-		return facade_failure(not_active(x));
+	if (!x) {
+		unknown_handle(tr, j->h, failure(r));
+		return;
+	}
+	if (x->state != XS_ACTIVE) {
+		not_active(x, failure(r));
+		return;
+	}
 	if (!x->ready) {
-		if (j->rc < 0 || strcmp(j->sha, x->sha) != 0)
-			return changed(tr, x);
+		if (j->rc < 0 || strcmp(j->sha, x->sha) != 0) {
+			changed(tr, x, r);
+			return;
+		}
 		x->fd = j->fd;
 		j->fd = -1;
 		x->mtime = j->st.st_mtim;
@@ -2216,9 +2261,8 @@ static cJSON *read_verified(struct transfers *tr, struct hjob *j)
 		x->ready = 1;
 		x->parked = 0;
 	}
-	cJSON *r = do_read(tr, x, j->args, NULL);
+	do_read(tr, x, j->roff, j->rlen, NULL, r);
 	limit_ready(tr, x);
-	return r;
 }
 
 /* An artifact's digest: into the task's artifact list (sha256Status dropped, or "failed"),
@@ -2280,28 +2324,36 @@ static int commit_later(struct transfers *tr, struct xfer *x, const struct trans
 }
 
 /* A commit's cross-file-system copy is made and verified: publish it. */
-static cJSON *copied(struct transfers *tr, struct hjob *j)
+static void copied(struct transfers *tr, struct hjob *j, struct transfer_reply *r)
 {
 	struct xfer *x = find(tr, j->h);
-	if (!x)
-		return facade_failure(unknown_handle(tr, j->h));
-	if (x->state == XS_COMMITTED)
-		return committed_view(x, 1);
-	if (x->state != XS_ACTIVE || !x->committing)
-		return facade_failure(not_active(x));
+	if (!x) {
+		unknown_handle(tr, j->h, failure(r));
+		return;
+	}
+	if (x->state == XS_COMMITTED) {
+		committed_view(x, 1, r);
+		return;
+	}
+	if (x->state != XS_ACTIVE || !x->committing) {
+		not_active(x, failure(r));
+		return;
+	}
 	x->committing = 0;
-	if (j->rc < 0)
-		return facade_failure(env("internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
+	if (j->rc < 0) {
+		transfer_error_set(failure(r), "internal_error", 1, "Call file_transfer_commit again; if it keeps failing, tell "
 			"the operator.", "The file could not be copied into place: %s.",
-			j->rc == -EIO ? "the copy did not read back as the same bytes" : strerror(-j->rc)));
+			j->rc == -EIO ? "the copy did not read back as the same bytes" : strerror(-j->rc));
+		return;
+	}
 	x->pubfd = j->out;
 	j->out = -1;
-	cJSON *r = finish_commit(tr, x);
+	finish_commit(tr, x, r);
 	limit_ready(tr, x);
-	return r;
 }
 
-static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later);
+static int dispatch_write(struct transfers *tr, const char *h, int64_t off, const char *data, int commit,
+                          const struct transfer_later *later, struct transfer_reply *r);
 
 /* After a restart, a large staged upload's running hash is rebuilt in the pool (the upload is
  * usable meanwhile: status and resuming opens answer, writes and commits wait).  0 when
@@ -2331,15 +2383,16 @@ static int rehash_later(struct transfers *tr, struct xfer *x)
 }
 
 /* Park a write or commit until the hash is rebuilt.  0 or -ENOMEM. */
-static int wait_rehash(struct transfers *tr, struct xfer *x, const char *name, const cJSON *args,
+static int wait_rehash(struct transfers *tr, struct xfer *x, int commit, int64_t off, const char *data,
                        const struct transfer_later *later)
 {
 	struct xwait *w = calloc(1, sizeof *w), **pp = &x->waiters;
-	if (!w || !(w->args = cJSON_Duplicate(args, 1))) {
+	if (!w || (data && !(w->data = strdup(data)))) {
 		free(w);
 		return -ENOMEM;
 	}
-	snprintf(w->name, sizeof w->name, "%s", name);
+	w->commit = commit;
+	w->off = off;
 	w->later = *later;
 	while (*pp)
 		pp = &(*pp)->next;
@@ -2355,18 +2408,19 @@ static void run_waiters(struct transfers *tr, struct xfer *x, int ran)
 		struct xwait *w = x->waiters;
 		x->waiters = w->next;
 		if (ran) {
-			unsigned long before = tr->deferred;
-			cJSON *r = dispatch(tr, w->name, w->args, &w->later);
-			if (r || tr->deferred == before)
-				w->later.answer(w->later.ctx, r);
+			struct transfer_reply r;
+			if (dispatch_write(tr, x->h, w->off, w->data, w->commit, &w->later, &r) == 0)
+				w->later.answer(w->later.ctx, &r);
 		} else if (w->later.drop) {
 			w->later.drop(w->later.ctx);
 		}
-		cJSON_Delete(w->args);
+		free(w->data);
 		free(w);
 	}
 }
 
+/* An upload's hash was rebuilt in the pool: it takes the result (or fails, or is reopened on
+ * its next use when the pool stopped), then the calls that waited for it run. */
 static void rehashed(struct transfers *tr, struct hjob *j, int ran)
 {
 	struct xfer *x = find(tr, j->h);
@@ -2384,11 +2438,13 @@ static void rehashed(struct transfers *tr, struct hjob *j, int ran)
 	run_waiters(tr, x, ran);
 }
 
+/* A pool job is over (ran: it ran; else the pool stopped first): back on the loop, its
+ * outcome goes where it belongs, and the caller waiting for it is answered (or dropped). */
 static void hj_done(void *arg, int ran)
 {
 	struct hjob *j = arg;
 	struct transfers *tr = j->tr;
-	cJSON *r = NULL;
+	struct transfer_reply r;
 	tr->jobs--;
 	if (j->kind == H_REHASH) {
 		rehashed(tr, j, ran);
@@ -2404,16 +2460,18 @@ static void hj_done(void *arg, int ran)
 			x->committing = 0;
 		if (j->kind != H_ARTIFACT && j->later.drop)
 			j->later.drop(j->later.ctx);
-	} else if (j->kind == H_OPEN) {
-		r = j->rc < 0 ? hash_failure(j->abs, j->rc) : download_opened(tr, &j->fd, &j->st, j->abs, j->sha);
-		j->later.answer(j->later.ctx, r);
-	} else if (j->kind == H_READ) {
-		r = read_verified(tr, j);
-		j->later.answer(j->later.ctx, r);
-	} else if (j->kind == H_COPY) {
-		j->later.answer(j->later.ctx, copied(tr, j));
-	} else {
+	} else if (j->kind == H_ARTIFACT) {
 		artifact_hashed(tr, j);
+	} else {
+		if (j->kind == H_OPEN && j->rc < 0)
+			hash_failure(j->abs, j->rc, &r);
+		else if (j->kind == H_OPEN)
+			download_opened(tr, &j->fd, &j->st, j->abs, j->sha, &r);
+		else if (j->kind == H_READ)
+			read_verified(tr, j, &r);
+		else
+			copied(tr, j, &r);
+		j->later.answer(j->later.ctx, &r);
 	}
 	if (j->out >= 0)
 		close(j->out);
@@ -2421,11 +2479,12 @@ static void hj_done(void *arg, int ran)
 		close(j->dirfd);
 	if (j->fd >= 0)
 		close(j->fd);
-	cJSON_Delete(j->args);
 	EVP_MD_CTX_free(j->md);
 	free(j);
 }
 
+/* Small artifacts are hashed at once; large ones in the pool, so collecting a task's outputs
+ * never stalls the loop; very large ones not at all (artifactHashMaxBytes). */
 int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
                            const struct stat *st, char sha[65])
 {
@@ -2449,16 +2508,6 @@ int transfer_hash_artifact(struct transfers *tr, const struct task *t, const cha
 	return hash_file(NULL, fd, st->st_size, st, sha);
 }
 
-void artifact_set_sha(cJSON *a, const char *sha, const char *status)
-{
-	cJSON_DeleteItemFromObject(a, "sha256");
-	cJSON_DeleteItemFromObject(a, "sha256Status");
-	if (sha && *sha)
-		cJSON_AddStringToObject(a, "sha256", sha);
-	else
-		cJSON_AddStringToObject(a, "sha256Status", status);
-}
-
 /* After a restart: artifacts whose hashing was cut short are hashed again. */
 static void rehash_artifacts(struct transfers *tr)
 {
@@ -2470,7 +2519,7 @@ static void rehash_artifacts(struct transfers *tr)
 			struct stat st;
 			int fd;
 			if (!cJSON_IsString(n) || !cJSON_IsString(stt) || strcmp(stt->valuestring, "pending") != 0 ||
-			    res_artifact_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
+			    artifacts_open(tr->sv, t->id, n->valuestring, &fd, &st, err, sizeof err) < 0)
 				continue;
 			int rc = transfer_hash_artifact(tr, t, n->valuestring, fd, &st, sha);
 			if (rc == 0 || rc == ARTIFACT_SKIPPED || rc < 0) {
@@ -2485,115 +2534,79 @@ static void rehash_artifacts(struct transfers *tr)
 	}
 }
 
-cJSON *transfer_call(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args)
+/* The calls on an existing handle. */
+static struct xfer *handle_of(struct transfers *tr, const char *h, struct transfer_reply *r)
 {
-	return transfer_call_later(tr, name, schema, args, NULL);
-}
-
-cJSON *transfer_call_later(struct transfers *tr, const char *name, const cJSON *schema, cJSON *args,
-                           const struct transfer_later *later)
-{
-	char err[256], field[128];
-	if (schema_validate(schema, args, err, sizeof err, field, sizeof field) < 0)
-		return facade_failure(invalid_param(field, NULL, err));
-	if (strcmp(name, "file_transfer_open") == 0) {
-		const char *dir = cJSON_GetObjectItem(args, "direction")->valuestring;
-		const char *path = cJSON_GetObjectItem(args, "path")->valuestring;
-		const cJSON *sz = cJSON_GetObjectItem(args, "size");
-		const cJSON *sha = cJSON_GetObjectItem(args, "sha256");
-		const cJSON *ow = cJSON_GetObjectItem(args, "overwrite");
-		char want[65] = "";
-		if (strcmp(dir, "download") == 0) {
-			if (sz || sha || cJSON_IsTrue(ow))
-				return facade_failure(invalid_param(sz ? "size" : sha ? "sha256" : "overwrite", "Leave out size, sha256 "
-					"and overwrite for downloads: the answer reports the file's size and sha256.",
-					"size, sha256 and overwrite apply to uploads only."));
-			cJSON *r = open_download(tr, path, later);
-			limit_ready(tr, tr->list);
-			return r;
-		}
-		if (sha) {
-			size_t n = strlen(sha->valuestring);
-			for (size_t i = 0; i < n && i < 64; i++)
-				want[i] = (char)(sha->valuestring[i] >= 'A' && sha->valuestring[i] <= 'F'
-					? sha->valuestring[i] - 'A' + 'a' : sha->valuestring[i]);
-			want[n < 64 ? n : 64] = 0;
-			if (n != 64 || !is_hex(want, 64))
-				return facade_failure(invalid_param("sha256", "Give the sha256 as 64 hexadecimal digits, or leave it out.",
-				                          "sha256 must be 64 hexadecimal digits."));
-		}
-		cJSON *r = open_upload(tr, path, sz ? (int64_t)sz->valuedouble : -1, want, cJSON_IsTrue(ow));
-		limit_ready(tr, tr->list);
-		return r;
-	}
-	return dispatch(tr, name, args, later);
-}
-
-/* A call on an existing handle (arguments validated). */
-static cJSON *dispatch(struct transfers *tr, const char *name, cJSON *args, const struct transfer_later *later)
-{
-	const char *h = cJSON_GetObjectItem(args, "handle")->valuestring;
 	struct xfer *x = find(tr, h);
-	cJSON *r;
 	if (!x)
-		return facade_failure(unknown_handle(tr, h));
-	if (x->rehashing && (strcmp(name, "file_transfer_write") == 0 || strcmp(name, "file_transfer_commit") == 0)) {
-		if (later && wait_rehash(tr, x, name, args, later) == 0)
-			return NULL;
-		return facade_failure(with_cursor(env("not_active", 1, "Call again in a moment: the upload's staged bytes are "
-			"being checked after a restart.", "Upload %s is being checked after a restart.", x->h), x->cursor));
+		unknown_handle(tr, h, failure(r));
+	return x;
+}
+
+/* Writes and commits wait while an upload's hash is rebuilt after a restart (or are told to
+ * call again in a moment when they cannot wait). */
+static int dispatch_write(struct transfers *tr, const char *h, int64_t off, const char *data, int commit,
+                          const struct transfer_later *later, struct transfer_reply *r)
+{
+	struct xfer *x = handle_of(tr, h, r);
+	int rc;
+	if (!x)
+		return 0;
+	if (x->rehashing) {
+		if (later && wait_rehash(tr, x, commit, off, data, later) == 0)
+			return TRANSFER_LATER;
+		transfer_error_set(failure(r), "not_active", 1, "Call again in a moment: the upload's staged bytes are "
+			"being checked after a restart.", "Upload %s is being checked after a restart.", x->h);
+		with_cursor(&r->err, x->cursor);
+		return 0;
 	}
-	if (strcmp(name, "file_transfer_write") == 0)
-		r = do_write(tr, x, (int64_t)cJSON_GetObjectItem(args, "offset")->valuedouble,
-		             cJSON_GetObjectItem(args, "data")->valuestring, later);
-	else if (strcmp(name, "file_transfer_read") == 0)
-		r = do_read(tr, x, args, later);
-	else if (strcmp(name, "file_transfer_commit") == 0)
-		r = do_commit(tr, x, later);
-	else if (strcmp(name, "file_transfer_status") == 0)
-		r = do_status(tr, x);
-	else
-		r = facade_failure(env("internal_error", 0, "Call one of the file_transfer_* tools.",
-		                       "Unknown transfer tool %s.", name));
+	rc = commit ? do_commit(tr, x, later, r) : do_write(tr, x, off, data, later, r);
 	limit_ready(tr, x);
-	return r;
+	return rc;
+}
+
+int transfer_write(struct transfers *tr, const char *handle, int64_t offset, const char *data,
+                   const struct transfer_later *later, struct transfer_reply *r)
+{
+	return dispatch_write(tr, handle, offset, data, 0, later, r);
+}
+
+int transfer_commit(struct transfers *tr, const char *handle, const struct transfer_later *later,
+                    struct transfer_reply *r)
+{
+	return dispatch_write(tr, handle, 0, NULL, 1, later, r);
+}
+
+/* Reads need no waiting list: only a download's reopen may go to the pool, and it carries the
+ * read with it. */
+int transfer_read(struct transfers *tr, const char *handle, int64_t offset, int64_t length,
+                  const struct transfer_later *later, struct transfer_reply *r)
+{
+	struct xfer *x = handle_of(tr, handle, r);
+	if (!x)
+		return 0;
+	int rc = do_read(tr, x, offset, length, later, r);
+	limit_ready(tr, x);
+	return rc;
+}
+
+/* Status never waits and never fails a transfer: it is what a client calls after a reconnect. */
+int transfer_status(struct transfers *tr, const char *handle, struct transfer_reply *r)
+{
+	struct xfer *x = handle_of(tr, handle, r);
+	if (x) {
+		do_status(x, r);
+		limit_ready(tr, x);
+	}
+	return 0;
 }
 
 /* ---- files into jobs ---------------------------------------------------------------------------- */
 
-static int mkdir_at(int dirfd, const char *name)
-{
-	if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
-}
-
-/* The one file an earlier attempt placed in an argument's input folder.  0 and its name. */
-static int placed_before(int pd, char *name, size_t len)
-{
-	int d = fcntl(pd, F_DUPFD_CLOEXEC, 0), found = 0;
-	DIR *dir = d >= 0 ? fdopendir(d) : NULL;
-	struct dirent *de;
-	if (!dir) {
-		if (d >= 0)
-			close(d);
-		return -ENOENT;
-	}
-	while ((de = readdir(dir))) {
-		struct stat st;
-		if (de->d_name[0] == '.' || fstatat(pd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-			continue;
-		snprintf(name, len, "%s", de->d_name);
-		found++;
-	}
-	closedir(dir);
-	return found == 1 ? 0 : -ENOENT;
-}
-
-/* The source of an argument marked forkpoint-upload: a committed upload's handle, an artifact
- * URI or a path inside a root.  0 with fd/size/base name, or -1 with an envelope. */
-static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *size, char *base, size_t baselen,
-                        cJSON **e)
+/* A handle resolves to its committed file's path, which is then opened like any path: through
+ * the roots again, so a file replaced since its commit is not taken on trust. */
+int transfer_open_input(struct transfers *tr, const char *v, int *fd, int64_t *size, char *base, size_t baselen,
+                        struct transfer_error *e)
 {
 	char abs[PATH_MAX + 64];
 	struct stat st;
@@ -2601,15 +2614,17 @@ static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *s
 	if (strlen(v) == 32 && is_hex(v, 32)) {
 		struct xfer *x = find(tr, v);
 		if (!x) {
-			*e = unknown_handle(tr, v);
+			unknown_handle(tr, v, e);
 			return -1;
 		}
-		if (x->dir != X_UPLOAD || x->state != XS_COMMITTED) {
-			*e = x->dir != X_UPLOAD
-				? invalid_param("handle", "Pass the handle of a committed upload, or a path.",
-				                "This handle is a download, not an uploaded file.")
-				: env("not_active", 1, "Call file_transfer_commit with the handle first, then call the tool "
-				      "again.", "Upload %s is not committed yet.", x->h);
+		if (x->dir != X_UPLOAD) {
+			transfer_error_param(e, "handle", "Pass the handle of a committed upload, or a path.",
+			              "This handle is a download, not an uploaded file.");
+			return -1;
+		}
+		if (x->state != XS_COMMITTED) {
+			transfer_error_set(e, "not_active", 1, "Call file_transfer_commit with the handle first, then call the tool "
+			          "again.", "Upload %s is not committed yet.", x->h);
 			return -1;
 		}
 		path = x->path;
@@ -2617,120 +2632,17 @@ static int input_source(struct transfers *tr, const char *v, int *fd, int64_t *s
 	if (download_fd(tr, path, fd, &st, abs, sizeof abs, e) < 0)
 		return -1;
 	*size = st.st_size;
-	struct res_uri u;
-	const char *b = res_uri_parse(abs, &u) == 0 ? u.name : last_name(abs);
+	struct artifacts_uri u;
+	const char *b = artifacts_uri_parse(abs, &u) == 0 ? u.name : last_name(abs);
 	size_t bl = strlen(b);
 	if (bl >= baselen) {
 		close(*fd);
 		*fd = -1;
-		*e = invalid_param("path", NULL, "The file name is too long.");
+		transfer_error_param(e, "path", NULL, "The file name is too long.");
 		return -1;
 	}
 	memcpy(base, b, bl + 1);
 	return 0;
-}
-
-/* transfer_prepare_args, with the copies made now (later NULL) or noted in *later. */
-static int prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                        struct inputs **later, cJSON **err)
-{
-	char inputs[PATH_MAX], base[NAME_MAX + 1], dest[PATH_MAX + NAME_MAX + 300];
-	const cJSON *props = cJSON_GetObjectItem(schema, "properties");
-	const cJSON *p;
-	int wd = -1, in = -1, pd = -1, src = -1, rc = 0;
-	*err = NULL;
-	wd = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (wd < 0 || mkdir_at(wd, "inputs") < 0 || mkdir_at(wd, "outputs") < 0 ||
-	    (in = openat(wd, "inputs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		*err = env("internal_error", 1, "Call the tool again; if it keeps failing, tell the operator.",
-		           "The job's work folder %s could not be prepared: %s.", work_dir, strerror(errno));
-		rc = -1;
-		goto out;
-	}
-	snprintf(inputs, sizeof inputs, "%s/inputs", work_dir);
-	cJSON_ArrayForEach(p, props) {
-		const cJSON *fmt = cJSON_GetObjectItem(p, "format");
-		if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "forkpoint-upload") != 0)
-			continue;
-		cJSON *v = cJSON_GetObjectItem(args, p->string);
-		if (!cJSON_IsString(v))
-			continue;
-		/* A name per argument: two arguments may name files with the same base name. */
-		if (!res_name_ok(p->string) || mkdir_at(in, p->string) < 0 ||
-		    (pd = openat(in, p->string, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			*err = env("internal_error", 1, "Call the tool again.", "Cannot prepare the input folder for "
-			           "argument %s.", p->string);
-			rc = -1;
-			goto out;
-		}
-		size_t il = strlen(inputs);
-		if (strncmp(v->valuestring, inputs, il) == 0 && v->valuestring[il] == '/') {
-			/* Already placed by an earlier attempt of the same task. */
-			close(pd);
-			pd = -1;
-			continue;
-		}
-		int64_t size = 0;
-		cJSON *e = NULL;
-		if (input_source(tr, v->valuestring, &src, &size, base, sizeof base, &e) < 0) {
-			/* A retry or resume after the upload's record expired: an earlier attempt of this
-			 * task already holds the file. */
-			if (strlen(v->valuestring) == 32 && is_hex(v->valuestring, 32) && !find(tr, v->valuestring) &&
-			    placed_before(pd, base, sizeof base) == 0) {
-				cJSON_Delete(e);
-				snprintf(dest, sizeof dest, "%s/%s/%s", inputs, p->string, base);
-				cJSON_ReplaceItemInObject(args, p->string, cJSON_CreateString(dest));
-				close(pd);
-				pd = -1;
-				continue;
-			}
-			cJSON_AddStringToObject(e, "param", p->string);
-			*err = e;
-			rc = -1;
-			goto out;
-		}
-		int c = later ? inputs_add(later, src, size, pd, base, p->string)
-		              : inputs_copy_file(src, size, pd, base, tr->buf2, IO_BUF);
-		if (c < 0) {
-			*err = inputs_copy_error(p->string, c);
-			rc = -1;
-			goto out;
-		}
-		snprintf(dest, sizeof dest, "%s/%s/%s", inputs, p->string, base);
-		cJSON_ReplaceItemInObject(args, p->string, cJSON_CreateString(dest));
-		close(src);
-		src = -1;
-		close(pd);
-		pd = -1;
-	}
-out:
-	if (src >= 0)
-		close(src);
-	if (pd >= 0)
-		close(pd);
-	if (in >= 0)
-		close(in);
-	if (wd >= 0)
-		close(wd);
-	if (rc < 0 && later) {
-		inputs_free(*later);
-		*later = NULL;
-	}
-	return rc;
-}
-
-int transfer_prepare_args(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                          cJSON **err)
-{
-	return prepare_args(tr, schema, args, work_dir, NULL, err);
-}
-
-int transfer_prepare_args_later(struct transfers *tr, const cJSON *schema, cJSON *args, const char *work_dir,
-                                struct inputs **later, cJSON **err)
-{
-	if (later)
-		*later = NULL;
-	return prepare_args(tr, schema, args, work_dir, later, err);
 }
 
 unsigned long transfers_deferred(const struct transfers *tr)

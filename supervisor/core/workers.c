@@ -1,4 +1,4 @@
-/* supervisor/workers.c — see workers.h.
+/* supervisor/core/workers.c — see workers.h.
  *
  * One mutex guards two singly linked FIFOs: jobs waiting for a thread, and jobs whose run has
  * returned and whose done has not been called yet.  A thread that finishes a job moves it to
@@ -47,6 +47,8 @@ struct workers {
 	pthread_t threads[WORKERS_MAX];
 };
 
+/* FIFO order, so jobs run and complete in the order they were submitted when one thread
+ * serves them; callers that care about order (the copies of one task) submit one job. */
 static void list_push(struct wlist *l, struct wjob *j)
 {
 	j->next = NULL;
@@ -57,6 +59,7 @@ static void list_push(struct wlist *l, struct wjob *j)
 	l->tail = j;
 }
 
+/* The whole list at once, so the lock is held for two stores however many jobs finished. */
 static struct wjob *list_take(struct wlist *l)
 {
 	struct wjob *j = l->head;
@@ -124,6 +127,7 @@ static size_t dispatch_finished(struct workers *w)
 	return count;
 }
 
+/* The eventfd became readable: one or more jobs finished since the last turn. */
 static void on_event(struct loop *l, int fd, uint32_t events, void *arg)
 {
 	(void)l;
@@ -132,6 +136,8 @@ static void on_event(struct loop *l, int fd, uint32_t events, void *arg)
 	dispatch_finished(arg);
 }
 
+/* Threads are created with every signal blocked (they inherit the mask), so the signals the
+ * supervisor handles (SIGTERM, SIGINT, SIGHUP) are only ever taken by the loop's signalfd. */
 int workers_new(struct loop *l, unsigned threads, struct workers **out)
 {
 	sigset_t all, old;
@@ -193,6 +199,8 @@ void workers_free(struct workers *w)
 	free(w);
 }
 
+/* pending is counted on the loop thread only, so it needs no atomics; a done callback that
+ * submits again keeps the count right because dispatch decrements before calling done. */
 int workers_submit(struct workers *w, workers_run_fn run, workers_done_fn done, void *arg)
 {
 	if (atomic_load(&w->stopping))
@@ -221,6 +229,8 @@ int workers_stopping(struct workers *w)
 	return atomic_load(&w->stopping);
 }
 
+/* For tests that drive the pool without running the loop: waits on the eventfd, then
+ * dispatches as the loop would. */
 size_t workers_wait(struct workers *w, int timeout_ms)
 {
 	struct pollfd p = { .fd = w->efd, .events = POLLIN };

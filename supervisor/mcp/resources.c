@@ -1,6 +1,6 @@
-/* supervisor/resources.c — tasks' results, logs and artifacts as MCP resources, artifact
- * collection, and the resource link that replaces a large result.  See resources.h for the
- * URI scheme and transfer.h for the entry points. */
+/* supervisor/mcp/resources.c — see resources.h: tasks' results, logs and artifacts as MCP
+ * resources, and the resource link that replaces a large result.  The artifacts themselves
+ * (names, URIs, opening, collection) are supervisor/core/artifacts.c. */
 #include "supervisor/mcp/resources.h"
 
 #include <dirent.h>
@@ -15,138 +15,22 @@
 
 #include "proto/b64.h"
 #include "state/blob.h"
-#include "supervisor/mcp/facade.h"
+#include "supervisor/core/persist.h"
+#include "state/layout.h"
+#include "supervisor/mcp/toolresult.h"
+#include "supervisor/mcp/views.h"
 #include "proto/frame.h"
 #include "proto/utf8.h"
 #include "supervisor/core/roots.h"
 #include "supervisor/core/tasks.h"
+#include "supervisor/core/artifacts.h"
 #include "supervisor/core/transfer.h"
 #include "proto/jsontext.h"
 
 #define LIST_PAGE  100
 
-/* ---- names and URIs ---------------------------------------------------------------------- */
 
-/* 1 if the UTF-8 sequence at p is a character that changes how text around it is shown: a C1
- * control (U+0080..U+009F), a bidirectional mark, embedding, override or isolate (U+061C,
- * U+200E, U+200F, U+202A..U+202E, U+2066..U+2069) or a line/paragraph separator (U+2028,
- * U+2029).  A name holding one can display as a different name ("report\u202Efdp.exe"). */
-static int display_control(const unsigned char *p)
-{
-	if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-		return 1;
-	if (p[0] == 0xd8 && p[1] == 0x9c)
-		return 1;
-	if (p[0] == 0xe2 && p[1] == 0x80)
-		return p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xa8 && p[2] <= 0xae);
-	return p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9;
-}
-
-int res_name_ok(const char *name)
-{
-	size_t n = strlen(name);
-	if (n == 0 || n > NAME_MAX || name[0] == '.' || strchr(name, '/'))
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)name[i] < 0x20 || name[i] == 0x7f)
-			return 0;
-	if (!utf8_valid(name, n))
-		return 0;
-	/* Valid UTF-8 and NUL-terminated: a lead byte's continuation bytes are there to look at. */
-	for (size_t i = 0; i < n; i++)
-		if ((unsigned char)name[i] >= 0xc2 && display_control((const unsigned char *)name + i))
-			return 0;
-	return 1;
-}
-
-static int unreserved(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       c == '-' || c == '.' || c == '_' || c == '~';
-}
-
-int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name)
-{
-	static const char hx[] = "0123456789ABCDEF";
-	if (kind == RES_RESULT)
-		return snprintf(buf, len, RES_SCHEME "tasks/%s/result", id);
-	if (kind == RES_LOG)
-		return snprintf(buf, len, RES_SCHEME "tasks/%s/log", id);
-	char enc[3 * NAME_MAX + 1];
-	size_t o = 0;
-	for (const unsigned char *p = (const unsigned char *)name; *p && o + 4 < sizeof enc; p++) {
-		if (unreserved(*p)) {
-			enc[o++] = (char)*p;
-		} else {
-			enc[o++] = '%';
-			enc[o++] = hx[*p >> 4];
-			enc[o++] = hx[*p & 15];
-		}
-	}
-	enc[o] = 0;
-	return snprintf(buf, len, RES_SCHEME "tasks/%s/artifacts/%s", id, enc);
-}
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-int res_uri_parse(const char *uri, struct res_uri *u)
-{
-	const char *p = uri;
-	size_t sl = strlen(RES_SCHEME "tasks/");
-	memset(u, 0, sizeof *u);
-	if (strncmp(p, RES_SCHEME "tasks/", sl) != 0)
-		return -EINVAL;
-	p += sl;
-	for (int i = 0; i < 32; i++) {
-		if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f')))
-			return -EINVAL;
-		u->id[i] = p[i];
-	}
-	u->id[32] = 0;
-	p += 32;
-	if (strcmp(p, "/result") == 0) {
-		u->kind = RES_RESULT;
-		return 0;
-	}
-	if (strcmp(p, "/log") == 0) {
-		u->kind = RES_LOG;
-		return 0;
-	}
-	if (strncmp(p, "/artifacts/", 11) != 0)
-		return -EINVAL;
-	p += 11;
-	size_t o = 0;
-	for (; *p; p++) {
-		int c = (unsigned char)*p;
-		if (c == '%') {
-			int a = hexval(p[1]), b = a >= 0 ? hexval(p[2]) : -1;
-			if (b < 0)
-				return -EINVAL;
-			c = a * 16 + b;
-			p += 2;
-		} else if (c == '/' || c == '?' || c == '#') {
-			return -EINVAL;
-		}
-		if (c == 0 || o + 1 >= sizeof u->name)
-			return -EINVAL;
-		u->name[o++] = (char)c;
-	}
-	u->name[o] = 0;
-	if (!res_name_ok(u->name))
-		return -EINVAL;
-	u->kind = RES_ARTIFACT;
-	return 0;
-}
-
+/* By extension only: the content is the job's and is not sniffed. */
 const char *res_mime_type(const char *name, int *is_text)
 {
 	static const struct { const char *ext, *mime; int text; } types[] = {
@@ -174,218 +58,15 @@ const char *res_mime_type(const char *name, int *is_text)
 	return "application/octet-stream";
 }
 
-/* ---- task files -------------------------------------------------------------------------- */
-
-static void task_path(const struct supervisor *sv, const char *id, const char *rest, char *buf, size_t len)
-{
-	snprintf(buf, len, "%s/tasks/%s/%s", sv->state_dir, id, rest);
-}
-
-/* The outputs folder of a task, opened without following links. */
-static int open_outputs(const struct supervisor *sv, const char *id)
-{
-	char dir[PATH_MAX + 64];
-	snprintf(dir, sizeof dir, "%s/tasks/%s", sv->state_dir, id);
-	int base = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (base < 0)
-		return -errno;
-	int fd = roots_openat_beneath(base, "work/outputs", O_RDONLY | O_DIRECTORY, 0, 0);
-	close(base);
-	return fd;
-}
-
-int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen)
-{
-	uint64_t size;
-	*fd = -1;
-	struct task *t = tasks_find(sv->tasks, id);
-	if (!t) {
-		snprintf(err, errlen, "No task %s (it may have expired, taking its result with it).", id);
-		return -ESRCH;
-	}
-	if (t->status != TASK_COMPLETED) {
-		snprintf(err, errlen, "Task %s is %s; a result exists once it has completed.", id, task_status_name(t->status));
-		return t->status == TASK_FAILED || t->status == TASK_CANCELLED ? -ENOENT : -EAGAIN;
-	}
-	if (!t->result_blob[0] || t->result) {
-		snprintf(err, errlen, "The result of task %s is small: read it with resources/read.", id);
-		return -ENOENT;
-	}
-	int rc = t->result_lost ? -EBADMSG : blob_open(sv->state_dir, t->result_blob, fd, &size);
-	if (rc == 0 && fstat(*fd, st) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		if (*fd >= 0)
-			close(*fd);
-		*fd = -1;
-		t->result_lost = 1;
-		snprintf(err, errlen, "task_lost: task %s completed, but its stored result (blob %s) is missing or "
-		         "damaged.", id, t->result_blob);
-		return -ENOENT;
-	}
-	return 0;
-}
-
-int res_artifact_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
-                      char *err, size_t errlen)
-{
-	int d = -1, f = -1, rc;
-	*fd = -1;
-	struct task *t = tasks_find(sv->tasks, id);
-	if (!t) {
-		snprintf(err, errlen, "No task %s (it may have expired, taking its artifacts with it).", id);
-		return -ESRCH;
-	}
-	if (t->status != TASK_COMPLETED) {
-		snprintf(err, errlen, "Task %s is %s; artifacts exist once it has completed.", id, task_status_name(t->status));
-		return t->status == TASK_FAILED || t->status == TASK_CANCELLED ? -ENOENT : -EAGAIN;
-	}
-	if (!res_name_ok(name)) {
-		snprintf(err, errlen, "'%.300s' is not a valid artifact name.", name);
-		return -ENOENT;
-	}
-	if ((d = open_outputs(sv, id)) < 0 ||
-	    (f = roots_openat_beneath(d, name, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0)) < 0 ||
-	    fstat(f, st) < 0 || !S_ISREG(st->st_mode) || st->st_nlink > 1) {
-		snprintf(err, errlen, "Task %s has no artifact named '%.300s'.", id, name);
-		rc = -ENOENT;
-		goto fail;
-	}
-	close(d);
-	*fd = f;
-	return 0;
-fail:
-	if (f >= 0)
-		close(f);
-	if (d >= 0)
-		close(d);
-	return rc;
-}
-
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Names of the candidate artifacts in an outputs folder, sorted (regular files with one link
- * and a valid name; the rest are skipped).  A malloc'd array of malloc'd names, or NULL. */
-static char **list_outputs(int d, size_t *count, const struct fplog *lg, const char *id)
-{
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int dd = fcntl(d, F_DUPFD_CLOEXEC, 0);
-	DIR *dir = dd >= 0 ? fdopendir(dd) : NULL;
-	struct dirent *de;
-	*count = 0;
-	if (!dir) {
-		if (dd >= 0)
-			close(dd);
-		return NULL;
-	}
-	while ((de = readdir(dir))) {
-		struct stat st;
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-			continue;
-		if (!res_name_ok(de->d_name) || fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    !S_ISREG(st.st_mode) || st.st_nlink > 1) {
-			if (lg)
-				fplog(lg, FPLOG_NOTICE, id, "outputs: '%.200s' is not an artifact (only regular files "
-				      "with one link and a plain name are)", de->d_name);
-			continue;
-		}
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			char **v = realloc(names, nc * sizeof *v);
-			if (!v)
-				break;
-			names = v;
-			cap = nc;
-		}
-		if (!(names[n] = strdup(de->d_name)))
-			break;
-		n++;
-	}
-	closedir(dir);
-	if (names)
-		qsort(names, n, sizeof *names, cmp_name);
-	*count = n;
-	return names;
-}
-
-static void free_names(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
-cJSON *transfer_collect_artifacts(struct transfers *tr, const struct task *t, const char *work_dir)
-{
-	struct supervisor *sv = transfers_supervisor(tr);
-	char dir[PATH_MAX], uri[PATH_MAX], sha[65];
-	cJSON *arr = NULL;
-	size_t n = 0;
-	int64_t total = 0;
-	char **names = NULL;
-	snprintf(dir, sizeof dir, "%s", work_dir);
-	int base = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	int d = base >= 0 ? roots_openat_beneath(base, "outputs", O_RDONLY | O_DIRECTORY, 0, 0) : -1;
-	if (d < 0)
-		goto out;
-	names = list_outputs(d, &n, &sv->log, t->id);
-	for (size_t i = 0; i < n; i++) {
-		struct stat st;
-		if (arr && cJSON_GetArraySize(arr) >= ARTIFACTS_MAX_COUNT) {
-			fplog(&sv->log, FPLOG_WARNING, t->id, "more than %d files in outputs/: the rest are not artifacts",
-			      ARTIFACTS_MAX_COUNT);
-			break;
-		}
-		int f = roots_openat_beneath(d, names[i], O_RDONLY | O_NONBLOCK | O_NOCTTY, 0, 0);
-		if (f < 0)
-			continue;
-		if (fstat(f, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink > 1 ||
-		    total + st.st_size > ARTIFACTS_MAX_BYTES) {
-			if (total + st.st_size > ARTIFACTS_MAX_BYTES)
-				fplog(&sv->log, FPLOG_WARNING, t->id, "outputs/%s left out: artifacts are limited to "
-				      "%lld bytes per task", names[i], (long long)ARTIFACTS_MAX_BYTES);
-			close(f);
-			continue;
-		}
-		/* Read-only before it is hashed: the hash in the task's record describes these bytes.
-		 * Large ones are hashed in the worker pool (the list says sha256Status "pending"
-		 * until then), very large ones not at all. */
-		fchmod(f, 0444);
-		int hr = transfer_hash_artifact(tr, t, names[i], f, &st, sha);
-		close(f);
-		if (hr < 0)
-			continue;
-		total += st.st_size;
-		if (!arr && !(arr = cJSON_CreateArray()))
-			goto out;
-		cJSON *a = cJSON_CreateObject();
-		res_uri_format(uri, sizeof uri, RES_ARTIFACT, t->id, names[i]);
-		cJSON_AddStringToObject(a, "name", names[i]);
-		cJSON_AddNumberToObject(a, "size", (double)st.st_size);
-		artifact_set_sha(a, hr == 0 ? sha : NULL, hr == ARTIFACT_SKIPPED ? "skipped" : "pending");
-		cJSON_AddStringToObject(a, "uri", uri);
-		cJSON_AddItemToArray(arr, a);
-	}
-out:
-	free_names(names, n);
-	if (d >= 0)
-		close(d);
-	if (base >= 0)
-		close(base);
-	return arr;
-}
-
 /* ---- resources/list ---------------------------------------------------------------------- */
 
+/* One resources/list entry; its name is the URI without the scheme and its title says whose
+ * it is, so a client can show the list as it comes. */
 static cJSON *entry(const struct task *t, enum res_kind kind, const char *name, const char *mime, int64_t size)
 {
 	char uri[PATH_MAX], nm[PATH_MAX], title[600];
 	cJSON *e = cJSON_CreateObject();
-	res_uri_format(uri, sizeof uri, kind, t->id, name);
+	artifacts_uri_format(uri, sizeof uri, kind, t->id, name);
 	cJSON_AddStringToObject(e, "uri", uri);
 	snprintf(nm, sizeof nm, "%s", uri + strlen(RES_SCHEME));
 	cJSON_AddStringToObject(e, "name", nm);
@@ -413,27 +94,27 @@ static cJSON *task_entries(struct supervisor *sv, const struct task *t)
 	if (TASK_TERMINAL(t->status))
 		cJSON_AddItemToArray(arr, entry(t, RES_RESULT, NULL, "application/json",
 		                                t->result_blob[0] && !t->result ? (int64_t)t->result_bytes : -1));
-	task_path(sv, t->id, "output.log", p, sizeof p);
-	if (lstat(p, &st) == 0 && S_ISREG(st.st_mode))
+	if (layout_task(p, sizeof p, sv->state_dir, t->id, LAYOUT_TASK_LOG) == 0 && lstat(p, &st) == 0 && S_ISREG(st.st_mode))
 		cJSON_AddItemToArray(arr, entry(t, RES_LOG, NULL, "text/plain", st.st_size));
 	if (t->status == TASK_COMPLETED) {
-		int d = open_outputs(sv, t->id);
+		int d = artifacts_open_outputs(sv, t->id);
 		if (d >= 0) {
 			size_t n = 0;
-			char **names = list_outputs(d, &n, NULL, t->id);
+			char **names = artifacts_list(d, &n, NULL, t->id);
 			for (size_t i = 0; i < n && i < ARTIFACTS_MAX_COUNT; i++) {
 				int text;
 				const char *mime = res_mime_type(names[i], &text);
 				if (fstatat(d, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0)
 					cJSON_AddItemToArray(arr, entry(t, RES_ARTIFACT, names[i], mime, st.st_size));
 			}
-			free_names(names, n);
+			artifacts_names_free(names, n);
 			close(d);
 		}
 	}
 	return arr;
 }
 
+/* A JSON-RPC error: the message goes into the table's buffer, which outlives the call. */
 static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char **msg, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char **msg, const char *fmt, ...)
@@ -449,7 +130,9 @@ static cJSON *rpc_fail(struct transfers *tr, int code, int *rpc_err, const char 
 	return NULL;
 }
 
-cJSON *transfer_resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg)
+/* Newest task first, a page at a time; the cursor names a task and an index into its
+ * entries, so a page boundary inside a task's artifacts resumes where it was. */
+cJSON *resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
 	const cJSON *cursor = cJSON_GetObjectItemCaseSensitive(params, "cursor");
@@ -489,7 +172,8 @@ cJSON *transfer_resources_list(struct transfers *tr, const cJSON *params, int *r
 	return r;
 }
 
-cJSON *transfer_resource_templates(struct transfers *tr)
+/* Fixed: the three URI shapes, for clients that build URIs themselves. */
+cJSON *resources_templates(struct transfers *tr)
 {
 	static const struct { const char *tpl, *name, *title, *desc, *mime; } v[] = {
 		{ RES_SCHEME "tasks/{taskId}/result", "task-result", "Result of a task",
@@ -519,6 +203,7 @@ cJSON *transfer_resource_templates(struct transfers *tr)
 
 /* ---- resources/read ---------------------------------------------------------------------- */
 
+/* A resources/read result with one content block, text or base64 blob. */
 static cJSON *content_of(const char *uri, const char *mime, const char *text, const char *blob)
 {
 	cJSON *r = cJSON_CreateObject();
@@ -534,6 +219,7 @@ static cJSON *content_of(const char *uri, const char *mime, const char *text, co
 	return r;
 }
 
+/* What a finished task's result resource holds: its result, or {status, error}. */
 static cJSON *outcome_json(const struct task *t)
 {
 	if (t->status == TASK_COMPLETED)
@@ -545,6 +231,8 @@ static cJSON *outcome_json(const struct task *t)
 	return o;
 }
 
+/* The log's last RES_LOG_TAIL bytes as text: logs are the job's bytes, so invalid UTF-8 is
+ * replaced rather than refused. */
 static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *uri, const char *id,
                        int *rpc_err, const char **msg)
 {
@@ -553,8 +241,8 @@ static cJSON *read_log(struct transfers *tr, struct supervisor *sv, const char *
 	unsigned char *raw = NULL;
 	char *text = NULL;
 	cJSON *r = NULL;
-	task_path(sv, id, "output.log", p, sizeof p);
-	int fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = layout_task(p, sizeof p, sv->state_dir, id, LAYOUT_TASK_LOG) == 0
+	       ? open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		r = rpc_fail(tr, -32002, rpc_err, msg, "Resource not found: %.300s (the task has no output yet)", uri);
 		goto out;
@@ -582,7 +270,9 @@ out:
 	return r;
 }
 
-static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const char *uri, const struct res_uri *u,
+/* An artifact up to RES_READ_MAX inline: text when its type is text and its bytes are UTF-8,
+ * base64 otherwise; larger ones are downloaded with the transfer tools. */
+static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const char *uri, const struct artifacts_uri *u,
                             int *rpc_err, const char **msg)
 {
 	char err[600];
@@ -591,7 +281,7 @@ static cJSON *read_artifact(struct transfers *tr, struct supervisor *sv, const c
 	char *enc = NULL;
 	cJSON *r = NULL;
 	int fd = -1;
-	if (res_artifact_open(sv, u->id, u->name, &fd, &st, err, sizeof err) < 0) {
+	if (artifacts_open(sv, u->id, u->name, &fd, &st, err, sizeof err) < 0) {
 		r = rpc_fail(tr, -32002, rpc_err, msg, "Resource not found: %.300s (%s)", uri, err);
 		goto out;
 	}
@@ -651,11 +341,11 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	if (t->result_bytes > RES_READ_MAX)
 		return too_large_to_read(tr, uri, t->result_bytes, rpc_err, msg);
 	uint64_t size = 0;
-	int rc = t->result_lost ? -EBADMSG : blob_size(sv->state_dir, t->result_blob, &size);
+	int rc = t->result_lost ? -EBADMSG : blobs_size(persist_blobs(sv->persist), t->result_blob, &size);
 	if (rc == 0 && size != t->result_bytes)
 		rc = -EBADMSG;   /* never read a blob that is not the size recorded for it */
 	if (rc == 0)
-		rc = blob_get(sv->state_dir, t->result_blob, &d, &n);
+		rc = blobs_get(persist_blobs(sv->persist), t->result_blob, &d, &n);
 	if (rc == -ENOENT || rc == -EBADMSG) {
 		if (!t->result_lost)
 			fplog(&sv->log, FPLOG_ERROR, t->id, "result blob %s is %s", t->result_blob,
@@ -686,11 +376,12 @@ static cJSON *read_result_blob(struct transfers *tr, struct supervisor *sv, cons
 	return r;
 }
 
-cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
+/* Not found is said with why (expired, still running, no output yet): a client acts on it. */
+cJSON *resources_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg)
 {
 	struct supervisor *sv = transfers_supervisor(tr);
-	struct res_uri u;
-	if (!uri || res_uri_parse(uri, &u) < 0)
+	struct artifacts_uri u;
+	if (!uri || artifacts_uri_parse(uri, &u) < 0)
 		return rpc_fail(tr, -32602, rpc_err, msg, "Invalid resource URI '%.300s': expected "
 		                RES_SCHEME "tasks/{taskId}/result, /log or /artifacts/{name}", uri ? uri : "");
 	struct task *t = tasks_find(sv->tasks, u.id);
@@ -718,6 +409,8 @@ cJSON *transfer_resource_read(struct transfers *tr, const char *uri, int *rpc_er
 
 /* ---- large results ----------------------------------------------------------------------- */
 
+/* A one-line shape of a JSON value (an object's first keys, an array's length) for a model
+ * deciding whether to fetch the whole result. */
 static void describe(const cJSON *v, char *buf, size_t len)
 {
 	if (cJSON_IsObject(v)) {
@@ -744,10 +437,11 @@ static void describe(const cJSON *v, char *buf, size_t len)
 	}
 }
 
-cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
+/* The summary keeps what every task view shows (times, artifacts, sandbox) so that standing
+ * in for the whole result loses nothing but the result itself. */
+cJSON *resources_result_link(const struct task *t)
 {
 	char uri[200], what[1200], note[600], title[300], ts[64];
-	(void)tr;
 	size_t bytes = (size_t)t->result_bytes;
 	if (t->result) {
 		char *s = cJSON_PrintUnformatted(t->result);
@@ -757,18 +451,18 @@ cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
 	} else {
 		snprintf(what, sizeof what, "%s", t->result_summary ? t->result_summary : "a JSON value");
 	}
-	res_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
+	artifacts_uri_format(uri, sizeof uri, RES_RESULT, t->id, NULL);
 	cJSON *o = cJSON_CreateObject();
 	if (!o)
 		return NULL;
 	cJSON_AddStringToObject(o, "taskId", t->id);
 	cJSON_AddStringToObject(o, "status", task_status_name(t->status));
 	cJSON_AddNumberToObject(o, "attempt", t->attempt);
-	facade_iso_time(t->created_ms, ts);
+	views_iso_time(t->created_ms, ts);
 	cJSON_AddStringToObject(o, "createdAt", ts);
-	facade_iso_time(t->updated_ms, ts);
+	views_iso_time(t->updated_ms, ts);
 	cJSON_AddStringToObject(o, "updatedAt", ts);
-	facade_iso_time(t->expires_ms, ts);
+	views_iso_time(t->expires_ms, ts);
 	cJSON_AddStringToObject(o, "expiresAt", ts);
 	cJSON_AddStringToObject(o, "resultUri", uri);
 	cJSON_AddNumberToObject(o, "resultBytes", (double)bytes);
@@ -786,7 +480,7 @@ cJSON *transfer_result_link(struct transfers *tr, const struct task *t)
 		snprintf(note, sizeof note, "The result (%zu bytes) is too large to include here. Read it with "
 		         "resources/read {uri: \"%s\"} when you need it, or fetch only the parts you need.", bytes, uri);
 	cJSON_AddStringToObject(o, "note", note);
-	cJSON *r = facade_result(o, 0);
+	cJSON *r = toolresult_wrap(o, 0);
 	cJSON *link = cJSON_CreateObject();
 	cJSON_AddStringToObject(link, "type", "resource_link");
 	cJSON_AddStringToObject(link, "uri", uri);

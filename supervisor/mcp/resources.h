@@ -1,73 +1,29 @@
-/* supervisor/resources.h — what transfer.c and resources.c share: the forkpoint:// URI scheme
- * and where a task's files live.  The MCP-facing entry points (resources/list, templates/list,
- * read, artifact collection, result links) are declared in transfer.h.
- *
- *   forkpoint://tasks/{taskId}/result            the task's outcome, JSON
- *   forkpoint://tasks/{taskId}/log               the job's captured output (the last 1 MiB), text
- *   forkpoint://tasks/{taskId}/artifacts/{name}  a file the job left in work_dir/outputs/
- *
- * {name} is percent-encoded (RFC 3986 unreserved characters stay as they are).
- * A task's files: <state>/tasks/<id>/output.log and <state>/tasks/<id>/work/outputs/<name>
- * (the layout tasks.c creates); they are removed with the task. */
+/* supervisor/mcp/resources.h — tasks' results, logs and artifacts as MCP resources
+ * (resources/list, templates/list, read), and the resource link that replaces a large result.
+ * The URI scheme and the artifacts themselves are supervisor/core/artifacts.h. */
 #ifndef FP_RESOURCES_H
 #define FP_RESOURCES_H
 
-#include <limits.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <sys/stat.h>
-#include <cJSON.h>
-#include "supervisor/core/supervisor.h"
+#include "supervisor/core/artifacts.h"
 
-#define RES_SCHEME          "forkpoint://"
-#define ARTIFACTS_MAX_COUNT 100                  /* files per task; more are left out */
-#define ARTIFACTS_MAX_BYTES (4ll << 30)          /* total per task; files past it are left out */
 #define RES_LOG_TAIL        (1u << 20)           /* resources/read of a log: its last 1 MiB */
 #define RES_READ_MAX        (8u << 20)           /* larger artifacts: download them instead */
 
-enum res_kind { RES_RESULT, RES_LOG, RES_ARTIFACT };
-
-struct res_uri {
-	enum res_kind kind;
-	char id[33];
-	char name[NAME_MAX + 1];   /* RES_ARTIFACT: decoded */
-};
-
-/* Parse a forkpoint:// URI.  0, or -EINVAL when it is not one of the three shapes (a task
- * id is 32 lowercase hex digits; an artifact name must be a valid one, see res_name_ok). */
-int res_uri_parse(const char *uri, struct res_uri *u);
-/* The URI of a task's resource (name: for RES_ARTIFACT).  Returns the length, as snprintf. */
-int res_uri_format(char *buf, size_t len, enum res_kind kind, const char *id, const char *name);
-/* 1 if name may be an artifact: valid UTF-8, 1..NAME_MAX bytes, no '/', no C0 or C1 control
- * characters, no bidirectional controls (U+061C, U+200E/F, U+202A..E, U+2066..9) or line
- * separators (U+2028/9), not starting with '.'. */
-int res_name_ok(const char *name);
-
-/* Open the result of task `id` kept in the blob store, for a download (a result too large for
- * resources/read).  Same contract as res_artifact_open; -ENOENT also when the result is small
- * (read it with resources/read) or its blob is missing or damaged. */
-int res_result_open(struct supervisor *sv, const char *id, int *fd, struct stat *st, char *err, size_t errlen);
-
-/* Open the artifact `name` of task `id` for reading (O_RDONLY, no symlink followed, a regular
- * file with one link).  The task must exist and be completed.  0, or -errno with a sentence in
- * err: -ESRCH no such task, -EAGAIN not completed, -ENOENT no such artifact. */
-int res_artifact_open(struct supervisor *sv, const char *id, const char *name, int *fd, struct stat *st,
-                      char *err, size_t errlen);
-
-/* Hash an artifact being collected (transfer.c): over server.artifactHashMaxBytes it is not
- * hashed (ARTIFACT_SKIPPED); over 1 MiB with a worker pool it is hashed there
- * (ARTIFACT_PENDING: fd is duplicated, and the digest goes into t's artifact list and the
- * journal when done); otherwise now: 0 and sha.  -errno when it cannot be read whole. */
-#define ARTIFACT_PENDING 1
-#define ARTIFACT_SKIPPED 2
-#define ARTIFACT_HASH_MAX_DEFAULT (1L << 30)
 struct task;
 struct transfers;
-int transfer_hash_artifact(struct transfers *tr, const struct task *t, const char *name, int fd,
-                           const struct stat *st, char sha[65]);
-/* Set an artifact entry's "sha256", or (sha NULL or "") its "sha256Status": pending, skipped
- * or failed. */
-void artifact_set_sha(cJSON *a, const char *sha, const char *status);
+
+/* resources/list (pages of 100, params.cursor) and resources/templates/list.  tr owns the
+ * buffer error messages are written to. */
+cJSON *resources_list(struct transfers *tr, const cJSON *params, int *rpc_err, const char **msg);
+cJSON *resources_templates(struct transfers *tr);
+/* resources/read of uri.  On error these return NULL with *rpc_err (-32002 not found, -32602
+ * bad uri or cursor) and *msg (owned by tr, valid until the next call). */
+cJSON *resources_read(struct transfers *tr, const char *uri, int *rpc_err, const char **msg);
+/* A CallToolResult standing in for a finished task's result that is larger than
+ * server.resultInlineBytes: a short summary (the same JSON as text and structuredContent:
+ * {taskId, status, resultUri, resultBytes, summary, note}) followed by a resource_link content
+ * block to forkpoint://tasks/{id}/result.  NULL when out of memory. */
+cJSON *resources_result_link(const struct task *t);
 
 /* A guess from the name's extension ("application/octet-stream" when unknown) and whether
  * that type is text. */

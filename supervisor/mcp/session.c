@@ -1,369 +1,67 @@
-/* supervisor/session.c — see session.h. */
+/* supervisor/mcp/session.c — see session.h. */
 #include "supervisor/mcp/session.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <unistd.h>
 
-#include "proto/io.h"
+#include "proto/jsonrpc.h"
+#include "supervisor/core/persist.h"
 
-#define READ_SLICE  (256u << 10)
-#define OUT_LOW     (OUT_HIGH / 2)
-
-struct session {
-	struct loop *loop;
-	int in_fd, out_fd;
-	size_t max_line;
-	session_line_cb on_line;
-	session_eof_cb on_eof;
-	void *arg;
-	struct wbuf in;
-	struct wbuf out;     /* released: written as the peer reads */
-	struct wbuf hold;    /* queued lines waiting for session_release(), in order */
-	int skipping;        /* inside an oversized line: drop bytes until newline */
-	int reading;         /* in_fd registered for EPOLLIN */
-	int out_registered;
-	int eof;
-	int out_broken;
-	/* Regular files cannot be polled (epoll says EPERM); they are always ready, so input from
-	 * one is read from a zero-delay timer and output to one is written directly. */
-	int in_file, out_file;
-	struct loop_timer *in_timer;
-	int paused;          /* input processing stopped at OUT_HIGH, until the queue drains to OUT_LOW */
-	struct loop_timer *resume_timer;
-	session_flow_cb on_flow;
-	void *flow_arg;
-};
-
-static void on_in(struct session *s);
-
-static void in_timer_cb(struct loop *l, void *arg)
+/* One that may depend on records not yet durable is held until the turn's commit; one that
+ * cannot is released at once.  When nothing at all waits for a commit, nothing a message
+ * could observe is undurable. */
+void session_send(struct session *s, char *line)
 {
-	struct session *s = arg;
-	(void)l;
-	s->in_timer = NULL;
-	on_in(s);
+	struct persist *p = s->sv->persist;
+	int now = s->answer_now || !p || persist_pending(p) == 0;
+	if (s->closed) {
+		free(line);
+		return;
+	}
+	if ((now ? transport_send_now(s->io, line) : transport_send(s->io, line)) < 0)
+		fplog(&s->sv->log, FPLOG_ERROR, NULL, "out of memory queueing a message");
 }
 
-static size_t writable(const struct session *s)
+void session_reply(struct session *s, const cJSON *id, cJSON *result)
 {
-	return wbuf_pending(&s->out);
+	if (result)
+		session_send(s, rpc_result(id, result));
+	else
+		session_reply_error(s, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
 }
 
-/* Everything queued, released or not: what backpressure counts. */
-static size_t queued(const struct session *s)
+void session_reply_error(struct session *s, const cJSON *id, int code, const char *msg, cJSON *data)
 {
-	return wbuf_pending(&s->out) + wbuf_pending(&s->hold);
+	session_send(s, rpc_error(id, code, msg, data));
 }
 
+void session_notify(struct session *s, const char *method, cJSON *params)
+{
+	session_send(s, rpc_notification(method, params));
+}
+
+/* A closed session counts as congested: nothing unrequested is produced for it. */
 int session_congested(const struct session *s)
 {
-	return s->paused || queued(s) >= OUT_HIGH;
+	return s->closed || transport_congested(s->io);
 }
 
-static void update_events(struct session *s)
+/* A refusal promises nothing, so it goes at once even while commits fail. */
+int session_refuse_if_faulted(struct session *s, const cJSON *id)
 {
-	int want_in = !s->eof && !session_congested(s);
-	int want_out = writable(s) > 0 && !s->out_broken;
-	if (s->in_file) {
-		if (want_in && !s->in_timer)
-			s->in_timer = loop_timer_in(s->loop, 0, in_timer_cb, s);
-		want_in = 0;
-	}
-	if (s->out_file)
-		want_out = 0;
-	if (s->in_fd == s->out_fd) {
-		uint32_t ev = (want_in ? EPOLLIN : 0) | (want_out ? EPOLLOUT : 0);
-		loop_mod_fd(s->loop, s->in_fd, ev);
-		return;
-	}
-	if (want_in != s->reading && !s->eof && !s->in_file) {
-		loop_mod_fd(s->loop, s->in_fd, want_in ? EPOLLIN : 0);
-		s->reading = want_in;
-	}
-	if (want_out != s->out_registered) {
-		loop_mod_fd(s->loop, s->out_fd, want_out ? EPOLLOUT : 0);
-		s->out_registered = want_out;
-	}
-}
-
-/* Hand out the complete lines buffered so far; stop (paused) while the output queue is at
- * OUT_HIGH, since every request may add a response to it. */
-static void process_input(struct session *s)
-{
-	for (;;) {
-		if (session_congested(s)) {
-			if (!s->paused && s->on_flow)
-				s->on_flow(s->flow_arg, 1);
-			s->paused = 1;
-			return;
-		}
-		size_t avail = wbuf_pending(&s->in);
-		if (avail == 0)
-			return;   /* nothing buffered, perhaps no buffer at all yet (data NULL) */
-		unsigned char *start = s->in.data + s->in.off;
-		unsigned char *nl = memchr(start, '\n', avail);
-		if (s->skipping) {
-			if (!nl) {
-				wbuf_consume(&s->in, avail);
-				return;
-			}
-			wbuf_consume(&s->in, (size_t)(nl - start) + 1);
-			s->skipping = 0;
-			continue;
-		}
-		if (!nl) {
-			if (avail > s->max_line) {
-				s->skipping = 1;
-				wbuf_consume(&s->in, avail);
-				s->on_line(s->arg, NULL, 0);
-			}
-			return;
-		}
-		size_t raw = (size_t)(nl - start) + 1;
-		size_t len = raw - 1;
-		if (len > s->max_line) {
-			wbuf_consume(&s->in, raw);
-			s->on_line(s->arg, NULL, 0);
-			continue;
-		}
-		*nl = 0;   /* hand out a NUL-terminated line in place */
-		if (len && start[len - 1] == '\r')
-			start[--len] = 0;
-		/* Consume first; the callback may queue output, which never touches s->in. */
-		s->in.off += raw;
-		if (len > 0)
-			s->on_line(s->arg, (const char *)start, len);
-		if (s->in.off >= s->in.len)
-			s->in.off = s->in.len = 0;
-	}
-}
-
-static void on_in(struct session *s)
-{
-	size_t budget = READ_SLICE;
-	while (budget > 0 && !s->eof && !s->paused) {
-		char buf[65536];
-		ssize_t n = read(s->in_fd, buf, sizeof buf);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				break;
-			n = 0;
-		}
-		if (n == 0) {
-			s->eof = 1;
-			if (s->in_fd != s->out_fd && !s->in_file) {
-				loop_del_fd(s->loop, s->in_fd);
-				s->reading = 0;
-			}
-			process_input(s);
-			s->on_eof(s->arg);
-			return;
-		}
-		if (wbuf_append(&s->in, buf, (size_t)n) < 0) {
-			/* Out of memory for input: treat as an oversized line rather than crash. */
-			wbuf_consume(&s->in, wbuf_pending(&s->in));
-			s->skipping = 1;
-			s->on_line(s->arg, NULL, 0);
-			continue;
-		}
-		budget = (size_t)n > budget ? 0 : budget - (size_t)n;
-		process_input(s);
-		if (session_congested(s))
-			break;
-	}
-	update_events(s);
-}
-
-/* The output queue has drained after a stop: tell the owner it may produce again, then go on
- * with the buffered input.  Runs from a timer, so in a loop turn of its own: whatever it
- * queues is released by that turn's commit like any other answer. */
-static void resume_cb(struct loop *l, void *arg)
-{
-	struct session *s = arg;
-	(void)l;
-	s->resume_timer = NULL;
-	s->paused = 0;
-	if (s->on_flow)
-		s->on_flow(s->flow_arg, 0);
-	process_input(s);
-	update_events(s);
-}
-
-static void maybe_resume(struct session *s)
-{
-	if (s->paused && !s->resume_timer && queued(s) <= OUT_LOW)
-		s->resume_timer = loop_timer_in(s->loop, 0, resume_cb, s);
-}
-
-void session_flush(struct session *s)
-{
-	while (writable(s) && !s->out_broken) {
-		ssize_t n = write(s->out_fd, s->out.data + s->out.off, writable(s));
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno == EAGAIN)
-				break;
-			/* The client is gone; keep serving nothing to it, drop what was queued. */
-			s->out_broken = 1;
-			wbuf_consume(&s->out, wbuf_pending(&s->out));
-			wbuf_consume(&s->hold, wbuf_pending(&s->hold));
-			break;
-		}
-		wbuf_consume(&s->out, (size_t)n);
-	}
-	maybe_resume(s);
-	update_events(s);
-}
-
-static void on_fd(struct loop *l, int fd, uint32_t ev, void *arg)
-{
-	struct session *s = arg;
-	(void)l;
-	if (fd == s->out_fd && (ev & (EPOLLOUT | EPOLLERR)))
-		session_flush(s);
-	if (fd == s->in_fd && (ev & (EPOLLIN | EPOLLHUP | EPOLLERR)))
-		on_in(s);
-}
-
-struct session *session_new(struct loop *l, int in_fd, int out_fd, size_t max_line,
-                            session_line_cb on_line, session_eof_cb on_eof, void *arg)
-{
-	struct session *s = calloc(1, sizeof *s);
-	if (!s)
-		return NULL;
-	s->loop = l;
-	s->in_fd = in_fd;
-	s->out_fd = out_fd;
-	s->max_line = max_line;
-	s->on_line = on_line;
-	s->on_eof = on_eof;
-	s->arg = arg;
-	fcntl(in_fd, F_SETFL, fcntl(in_fd, F_GETFL) | O_NONBLOCK);
-	fcntl(out_fd, F_SETFL, fcntl(out_fd, F_GETFL) | O_NONBLOCK);
-	int rc = loop_add_fd(l, in_fd, EPOLLIN, on_fd, s);
-	if (rc == -EPERM && in_fd != out_fd) {
-		s->in_file = 1;
-	} else if (rc < 0) {
-		free(s);
-		errno = -rc;
-		return NULL;
-	} else {
-		s->reading = 1;
-	}
-	if (out_fd != in_fd) {
-		rc = loop_add_fd(l, out_fd, 0, on_fd, s);
-		if (rc == -EPERM) {
-			s->out_file = 1;
-		} else if (rc < 0) {
-			loop_del_fd(l, in_fd);
-			free(s);
-			errno = -rc;
-			return NULL;
-		}
-	}
-	update_events(s);
-	return s;
-}
-
-void session_free(struct session *s)
-{
-	if (!s)
-		return;
-	if (s->in_timer)
-		loop_timer_cancel(s->loop, s->in_timer);
-	if (s->resume_timer)
-		loop_timer_cancel(s->loop, s->resume_timer);
-	loop_del_fd(s->loop, s->in_fd);
-	if (s->out_fd != s->in_fd)
-		loop_del_fd(s->loop, s->out_fd);
-	if (s->in_fd > 2)
-		close(s->in_fd);
-	if (s->out_fd > 2 && s->out_fd != s->in_fd)
-		close(s->out_fd);
-	wbuf_free(&s->in);
-	wbuf_free(&s->out);
-	wbuf_free(&s->hold);
-	free(s);
-}
-
-void session_set_flow_cb(struct session *s, session_flow_cb cb, void *arg)
-{
-	s->on_flow = cb;
-	s->flow_arg = arg;
-}
-
-static int queue_line(struct session *s, struct wbuf *b, char *line)
-{
-	if (!line)
-		return -ENOMEM;
-	int rc = 0;
-	if (!s->out_broken) {
-		size_t n = strlen(line);
-		line[n] = '\n';   /* overwrite the NUL: one append, one line */
-		rc = wbuf_append(b, line, n + 1);
-	}
-	free(line);
-	return rc;
-}
-
-int session_send(struct session *s, char *line)
-{
-	return queue_line(s, &s->hold, line);
-}
-
-int session_send_now(struct session *s, char *line)
-{
-	int rc = queue_line(s, &s->out, line);
-	if (rc == 0)
-		update_events(s);
-	return rc;
-}
-
-/* The held lines join the released stream behind what is already there, in the order they
- * were queued. */
-void session_release(struct session *s)
-{
-	size_t n = wbuf_pending(&s->hold);
-	if (n && wbuf_pending(&s->out) == 0) {
-		struct wbuf t = s->out;   /* the usual case: nothing else queued, no copy */
-		s->out = s->hold;
-		s->hold = t;
-		wbuf_consume(&s->hold, n);
-	} else if (n && wbuf_append(&s->out, s->hold.data + s->hold.off, n) == 0) {
-		wbuf_consume(&s->hold, n);
-	}
-	update_events(s);
-}
-
-size_t session_out_pending(const struct session *s)
-{
-	return queued(s);
-}
-
-size_t session_held(const struct session *s)
-{
-	return wbuf_pending(&s->hold);
-}
-
-void session_drain(struct session *s, int timeout_ms)
-{
-	int64_t end = loop_now() + timeout_ms;
-	while (writable(s) && !s->out_broken) {
-		session_flush(s);
-		if (!writable(s))
-			break;
-		int64_t left = end - loop_now();
-		if (left <= 0)
-			break;
-		struct pollfd p = { .fd = s->out_fd, .events = POLLOUT };
-		poll(&p, 1, (int)left);
-	}
+	int fault = persist_fault(s->sv->persist);
+	if (fault == 0)
+		return 0;
+	char msg[200];
+	const char *name = strerrorname_np(-fault);
+	snprintf(msg, sizeof msg, "storage_unavailable: the server cannot store anything durably right now (%s); "
+	         "nothing was done, call again later", name ? name : strerror(-fault));
+	cJSON *data = cJSON_CreateObject();
+	cJSON_AddStringToObject(data, "code", "storage_unavailable");
+	cJSON_AddStringToObject(data, "errno", name ? name : "unknown");
+	cJSON_AddBoolToObject(data, "retryable", 1);
+	s->answer_now = 1;
+	session_reply_error(s, id, RPC_INTERNAL_ERROR, msg, data);
+	return 1;
 }

@@ -19,6 +19,10 @@
  * input far inside -timeout=10 even on a busy 2-core machine.
  * -DLINE_BUDGET_MS=0 -DFINAL_BUDGET_MS=0 builds a variant that tears down with jobs running.
  *
+ * A second client shares the server: a line that starts with byte 0x01 goes, without that
+ * byte, to a second connection (a socketpair, opened on first use), and a line that is just
+ * 0x01 closes it, so waits owned by a connection that goes away are exercised too.
+ *
  * Must never crash, leak, hang or trip a sanitizer.  Every line the server writes must be one
  * JSON-RPC 2.0 object (a request, notification, result or error) in well-formed UTF-8,
  * whatever the input.  Built by `make fuzz`. */
@@ -42,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -69,12 +74,20 @@ static struct {
 	int trace;          /* FUZZ_RPC_TRACE set: echo every line sent and received on stderr */
 } env;
 
-/* One input's supervisor and the client's ends of its pipes. */
+/* Output of one connection read but not yet split into lines. */
+struct stream {
+	int fd;
+	char *buf;
+	size_t len, cap;
+};
+
+/* One input's supervisor and the client's ends of its connections. */
 struct run {
 	struct supervisor sv;
 	struct store_mem_medium *medium;        /* the task store: in memory, fresh per input */
-	int in_w, out_r;
-	char *out; size_t out_len, out_cap;     /* output read but not yet split into lines */
+	int in_w;
+	struct stream out;      /* the primary connection's output */
+	struct stream side;     /* the second connection (fd -1 while there is none): both ways */
 	char task[REMEMBERED], handle[REMEMBERED], uri[REMEMBERED], question[REMEMBERED];
 	int64_t wait_end;       /* loop_now() past which no line is sent or waited for */
 };
@@ -251,33 +264,39 @@ static void check_line(struct run *r, const char *line, size_t len)
 	cJSON_Delete(j);
 }
 
-/* Read whatever the server has written and check each complete line. */
-static void pump(struct run *r)
+/* Read whatever the server has written to one connection and check each complete line. */
+static void pump_stream(struct run *r, struct stream *o)
 {
 	for (;;) {
-		if (r->out_cap - r->out_len < 65536) {
-			size_t cap = r->out_cap ? r->out_cap * 2 : 131072;
-			char *p = realloc(r->out, cap);
+		if (o->cap - o->len < 65536) {
+			size_t cap = o->cap ? o->cap * 2 : 131072;
+			char *p = realloc(o->buf, cap);
 			if (!p)
 				abort();
-			r->out = p;
-			r->out_cap = cap;
+			o->buf = p;
+			o->cap = cap;
 		}
-		ssize_t n = read(r->out_r, r->out + r->out_len, r->out_cap - r->out_len);
+		ssize_t n = o->fd >= 0 ? read(o->fd, o->buf + o->len, o->cap - o->len) : 0;
 		if (n <= 0)
 			break;
-		r->out_len += (size_t)n;
+		o->len += (size_t)n;
 	}
 	size_t off = 0;
 	for (;;) {
-		char *nl = memchr(r->out + off, '\n', r->out_len - off);
+		char *nl = memchr(o->buf + off, '\n', o->len - off);
 		if (!nl)
 			break;
-		check_line(r, r->out + off, (size_t)(nl - (r->out + off)));
-		off = (size_t)(nl - r->out) + 1;
+		check_line(r, o->buf + off, (size_t)(nl - (o->buf + off)));
+		off = (size_t)(nl - o->buf) + 1;
 	}
-	memmove(r->out, r->out + off, r->out_len - off);
-	r->out_len -= off;
+	memmove(o->buf, o->buf + off, o->len - off);
+	o->len -= off;
+}
+
+static void pump(struct run *r)
+{
+	pump_stream(r, &r->out);
+	pump_stream(r, &r->side);
 }
 
 /* ---- driving the loop -------------------------------------------------------------------- */
@@ -324,10 +343,10 @@ static void settle(struct run *r, int budget_ms, int64_t cap)
 	turn(r, 0);
 }
 
-static void send_bytes(struct run *r, const char *p, size_t len)
+static void send_bytes(struct run *r, int fd, const char *p, size_t len)
 {
 	while (len > 0) {
-		ssize_t n = write(r->in_w, p, len);
+		ssize_t n = write(fd, p, len);
 		if (n < 0 && errno != EAGAIN && errno != EINTR)
 			abort();
 		if (n > 0) {
@@ -341,11 +360,46 @@ static void send_bytes(struct run *r, const char *p, size_t len)
 	}
 }
 
+/* The second connection: opened on first use (non-primary: its end of input only ends it). */
+static int side_fd(struct run *r)
+{
+	int sp[2];
+	if (r->side.fd >= 0)
+		return r->side.fd;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		abort();
+	fcntl(sp[0], F_SETFL, O_NONBLOCK);
+	if (server_attach(r->sv.server, sp[1], sp[1], 0) < 0)
+		abort();
+	r->side.fd = sp[0];
+	return sp[0];
+}
+
+static void side_close(struct run *r)
+{
+	pump_stream(r, &r->side);
+	if (r->side.fd >= 0)
+		close(r->side.fd);
+	r->side.fd = -1;
+	r->side.len = 0;
+	settle(r, LINE_BUDGET_MS, r->wait_end);
+}
+
 /* One input line with its "$X" references replaced, then time for what it started. */
 static void send_line(struct run *r, const char *line, size_t len, int newline)
 {
 	static const char zero[] = "00000000000000000000000000000000";
 	size_t start = 0;
+	int fd = r->in_w;
+	if (len > 0 && line[0] == '\x01') {
+		if (len == 1) {
+			side_close(r);
+			return;
+		}
+		fd = side_fd(r);
+		line++;
+		len--;
+	}
 	for (size_t i = 0; i + 1 < len; i++) {
 		if (line[i] != '$')
 			continue;
@@ -357,16 +411,16 @@ static void send_line(struct run *r, const char *line, size_t len, int newline)
 		case 'Q': sub = r->question; break;
 		default: continue;
 		}
-		send_bytes(r, line + start, i - start);
-		send_bytes(r, sub, strlen(sub));
+		send_bytes(r, fd, line + start, i - start);
+		send_bytes(r, fd, sub, strlen(sub));
 		start = i + 2;
 		i++;
 	}
-	send_bytes(r, line + start, len - start);
+	send_bytes(r, fd, line + start, len - start);
 	if (env.trace)
 		fprintf(stderr, "-> %.*s\n", (int)len, line);
 	if (newline)
-		send_bytes(r, "\n", 1);
+		send_bytes(r, fd, "\n", 1);
 	settle(r, LINE_BUDGET_MS, r->wait_end);
 }
 
@@ -388,15 +442,15 @@ static int start(struct run *r)
 	sv->cfg = env.cfg;
 	sv->bin_dir = env.bin_dir;
 	sv->sandbox = env.sandbox;
-	if (!(sv->state_dir = strdup(env.state)) || !(sv->loop = loop_new()) ||
-	    !(sv->tasks = tasks_new(sv)) || !(sv->transfers = transfers_new(sv)))
+	if (!(sv->state_dir = strdup(env.state)))
 		return -1;
 	/* The memory backend: the journal has its own target (fuzz_journal), and an fsync per
 	 * input would slow this one down for nothing. */
 	struct store *store;
 	if (!(r->medium = store_mem_medium_new()) || store_mem_new(r->medium, &store) < 0)
 		return -1;
-	if (persist_open_store(sv, store, 0, NULL, NULL, &sv->persist, err, sizeof err) < 0) {
+	const struct supervisor_opts so = { .store = store };
+	if (supervisor_open(sv, &so, err, sizeof err) < 0) {
 		fprintf(stderr, "fuzz_rpc: %s\n", err);
 		return -1;
 	}
@@ -405,9 +459,9 @@ static int start(struct run *r)
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		abort();
 	r->in_w = in[1];
-	r->out_r = out[0];
+	r->out.fd = out[0];
 	fcntl(r->in_w, F_SETFL, O_NONBLOCK);
-	fcntl(r->out_r, F_SETFL, O_NONBLOCK);
+	fcntl(r->out.fd, F_SETFL, O_NONBLOCK);
 	/* Primary, like stdio: the end of the input stops the supervisor. */
 	if (server_attach(sv->server, in[0], out[1], 1) < 0)
 		abort();
@@ -429,25 +483,26 @@ static void stop(struct run *r)
 		}
 	}
 	server_free(sv->server);
-	tasks_free(sv->tasks);
-	persist_close(sv->persist);
+	sv->sandbox = NULL;   /* the process's probe, shared by every input */
+	supervisor_close(sv);
 	store_mem_medium_free(r->medium);
 	r->medium = NULL;
-	transfers_free(sv->transfers);
-	loop_free(sv->loop);
 	free(sv->state_dir);
 	if (r->in_w >= 0)
 		close(r->in_w);
-	if (r->out_r >= 0)
-		close(r->out_r);
-	free(r->out);
+	if (r->out.fd >= 0)
+		close(r->out.fd);
+	if (r->side.fd >= 0)
+		close(r->side.fd);
+	free(r->out.buf);
+	free(r->side.buf);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct run r;
 	memset(&r, 0, sizeof r);
-	r.in_w = r.out_r = -1;
+	r.in_w = r.out.fd = r.side.fd = -1;
 	if (start(&r) < 0)
 		abort();
 

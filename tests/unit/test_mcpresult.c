@@ -1,9 +1,9 @@
-/* tests/unit/test_mcpresult.c — supervisor/mcpresult.c: job-supplied MCP results keep only
+/* tests/unit/test_mcpresult.c — supervisor/core/mcpresult.c: job-supplied MCP results keep only
  * valid content blocks (every MCP content type, required fields and their types), lose every
  * _meta and unknown key, and are refused for unknown block types, file:/script/data links and
  * other tasks' forkpoint:// resources, bad base64 and mistyped top-level fields.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "supervisor/mcp/mcpresult.h"
+#include "supervisor/core/mcpresult.h"
 #include "check.h"
 
 #include <stdlib.h>

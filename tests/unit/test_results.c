@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "state/blob.h"
@@ -94,6 +95,15 @@ static void hex_of(char c, size_t n, char hex[BLOB_HEX_LEN + 1])
 	free(b);
 }
 
+/* 1 if the file-system store holds blob hex under state (checked from outside the store). */
+static int on_disk(const char *state, const char *hex)
+{
+	char path[900];
+	struct stat st;
+	snprintf(path, sizeof path, "%s/blobs/%.2s/%s", state, hex, hex);
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 static void test_checkpoints(struct tally *t, const char *top, const char *state)
 {
 	struct sv v;
@@ -106,7 +116,7 @@ static void test_checkpoints(struct tally *t, const char *top, const char *state
 	struct task *x = new_task(&v, '1');
 	CHECK(t, checkpoint(&v, x, 'a', 4096, 1) == 0 && persist_commit(v.s.persist) == 0, "checkpoint A committed");
 	CHECK(t, checkpoint(&v, x, 'b', 4096, 2) == 0, "checkpoint B appended");
-	CHECK(t, blob_exists(state, a) && blob_exists(state, b), "before the commit both blobs are there");
+	CHECK(t, on_disk(state, a) && on_disk(state, b), "before the commit both blobs are there");
 	sv_stop(&v);   /* crash before B's record is durable */
 
 	sv_start(&v, top, state, 0);
@@ -115,22 +125,22 @@ static void test_checkpoints(struct tally *t, const char *top, const char *state
 	         x->checkpoint_len == 4096 && ((char *)x->checkpoint)[0] == 'a',
 	      "after the crash the task resumes from A, read from its blob");
 	CHECK(t, checkpoint(&v, x, 'b', 4096, 2) == 0 && persist_commit(v.s.persist) == 0, "B again, committed");
-	CHECK(t, !blob_exists(state, a) && blob_exists(state, b), "after the commit A is deleted");
+	CHECK(t, !on_disk(state, a) && on_disk(state, b), "after the commit A is deleted");
 
 	/* A second task holds B's content: superseding it in the first keeps the blob. */
 	struct task *y = new_task(&v, '2');
 	CHECK(t, checkpoint(&v, y, 'b', 4096, 1) == 0 && persist_commit(v.s.persist) == 0, "task 2 holds B too");
 	CHECK(t, checkpoint(&v, x, 'c', 4096, 3) == 0 && persist_commit(v.s.persist) == 0, "task 1 moves to C");
-	CHECK(t, blob_exists(state, b) && blob_exists(state, c), "B is kept for task 2");
+	CHECK(t, on_disk(state, b) && on_disk(state, c), "B is kept for task 2");
 	/* A small checkpoint is inline: C goes too. */
-	CHECK(t, checkpoint(&v, x, 'd', 100, 4) == 0 && persist_commit(v.s.persist) == 0 && !blob_exists(state, c),
+	CHECK(t, checkpoint(&v, x, 'd', 100, 4) == 0 && persist_commit(v.s.persist) == 0 && !on_disk(state, c),
 	      "an inline checkpoint supersedes a blob");
 	/* Task 2 finishes: its checkpoint is never needed again. */
 	y->status = TASK_FAILED;
 	y->finished_ms = y->updated_ms;
 	y->expires_ms = y->finished_ms + 3600000;
-	CHECK(t, persist_finished(v.s.persist, y) == 0 && blob_exists(state, b), "finish appended; B still there");
-	CHECK(t, persist_commit(v.s.persist) == 0 && !blob_exists(state, b), "after its commit B is deleted");
+	CHECK(t, persist_finished(v.s.persist, y) == 0 && on_disk(state, b), "finish appended; B still there");
+	CHECK(t, persist_commit(v.s.persist) == 0 && !on_disk(state, b), "after its commit B is deleted");
 	sv_stop(&v);
 
 	sv_start(&v, top, state, 0);
@@ -156,10 +166,10 @@ static void test_results(struct tally *t, const char *top, const char *state)
 
 	sv_start(&v, top, state, 0);
 	struct task *r = new_task(&v, '3');
-	persist_blob_store(v.s.persist)->fault = fault_enospc;
+	persist_blobs(v.s.persist)->fault = fault_enospc;
 	CHECK(t, persist_store_result(v.s.persist, r, text, n) == -ENOSPC && !r->result_blob[0],
 	      "a failed blob write is an error, and the task names no blob");
-	persist_blob_store(v.s.persist)->fault = NULL;
+	persist_blobs(v.s.persist)->fault = NULL;
 	CHECK(t, persist_store_result(v.s.persist, r, text, n) == 0 && r->result_blob[0] && r->result_bytes == n,
 	      "stored once the store works");
 	r->result_summary = strdup("an array of 1 items");

@@ -1,5 +1,5 @@
-/* tests/unit/test_transfer.c — file transfers (supervisor/transfer.c) and task resources
- * (supervisor/resources.c), driven through transfer_call() with the tools' own input schemas
+/* tests/unit/test_transfer.c — file transfers (supervisor/core/transfer.c, mcp/files.c) and task resources
+ * (supervisor/mcp/resources.c), driven through files_call() with the tools' own input schemas
  * on a supervisor built by hand (loop, config, task table, journal in a temp state dir).
  *
  * Uploads: wrong offsets, a repeated chunk, a racing duplicate (same and different bytes),
@@ -9,10 +9,11 @@
  * cut, hash rebuilt once) then resume and commit with the right sha256; a lost handle found
  * again by opening the same path; compaction.  Downloads: ranges, sequential reads to eof,
  * whole-file sha256, a file changed under an open download.  Expiry and staging cleanup.
- * Files into jobs (transfer_prepare_args), artifacts, resources/list (with pagination),
+ * Files into jobs (inputs_prepare), artifacts, resources/list (with pagination),
  * templates, resources/read, the result link.
  * Prints one TAP-style line per check and "N passed, M failed"; exits 1 on any failure. */
 #include "supervisor/core/transfer.h"
+#include "supervisor/core/inputs.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,6 +31,7 @@
 #include "state/blob.h"
 #include "supervisor/core/config.h"
 #include "supervisor/core/persist.h"
+#include "supervisor/mcp/files.h"
 #include "supervisor/mcp/resources.h"
 #include "supervisor/core/tasks.h"
 #include "supervisor/core/workers.h"
@@ -114,7 +116,7 @@ static void sv_start_with(struct sv *v, const struct env *e, int pool)
 	}
 	transfers_recover(v->s.transfers);
 	v->tools = cJSON_CreateArray();
-	transfer_list_tools(v->tools);
+	files_list_tools(v->tools);
 }
 
 /* A crash: whatever was appended but not committed is lost. */
@@ -142,10 +144,10 @@ static const cJSON *schema_of(struct sv *v, const char *name)
  * server's turn hook does.  Returns structuredContent (caller frees); *is_error set. */
 static cJSON *call_nocommit(struct sv *v, const char *name, cJSON *args, int *is_error)
 {
-	cJSON *r = transfer_call(v->s.transfers, name, schema_of(v, name), args);
+	cJSON *r = files_call(v->s.transfers, name, schema_of(v, name), args);
 	cJSON_Delete(args);
 	if (!r)
-		check_die("transfer_call returned NULL");
+		check_die("files_call returned NULL");
 	cJSON *sc = cJSON_DetachItemFromObject(r, "structuredContent");
 	const cJSON *content = cJSON_GetObjectItem(r, "content");
 	const cJSON *text = cJSON_GetObjectItem(cJSON_GetArrayItem(content, 0), "text");
@@ -891,14 +893,14 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	cJSON_AddStringToObject(args, "data", h);
 	cJSON_AddStringToObject(args, "other", h);
 	cJSON *env = NULL;
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == -1 && env &&
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == -1 && env &&
 	      strcmp(str(env, "code"), "not_active") == 0 && strcmp(str(env, "param"), "data") == 0,
 	      "an uncommitted upload as input: not_active naming the argument");
 	cJSON_Delete(env);
 	CHECK(t, send_range(&v, h, (const unsigned char *)"a,b\n1,2\n3,4\n", 0, 12, 12) == 0, "input bytes");
 	cJSON *sc = call(&v, "file_transfer_commit", h_args(h), &err);
 	cJSON_Delete(sc);
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == 0, "a committed upload as input");
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == 0, "a committed upload as input");
 	snprintf(p, sizeof p, "%s/inputs/data/input.csv", work);
 	CHECK(t, strcmp(str(args, "data"), p) == 0, "the argument now holds the path of the copy");
 	CHECK(t, strcmp(str(args, "other"), h) == 0, "arguments without the format are left alone");
@@ -906,17 +908,17 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	CHECK(t, stat(p, &st) == 0 && (st.st_mode & 0777) == 0444 && st.st_size == 12, "the copy is read-only and whole");
 	snprintf(q, sizeof q, "%s/outputs", work);
 	CHECK(t, stat(q, &st) == 0 && S_ISDIR(st.st_mode), "outputs/ is created for the job");
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
 	      "preparing the same arguments again changes nothing");
 	cJSON_Delete(args);
 	args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "data", "input.csv");
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == 0 && strcmp(str(args, "data"), p) == 0,
 	      "a path inside the roots works as input too");
 	cJSON_Delete(args);
 	args = cJSON_CreateObject();
 	cJSON_AddStringToObject(args, "data", "../outside/secret");
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work, &env) == -1 &&
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work, &env) == -1 &&
 	      strcmp(str(env, "code"), "invalid_param") == 0, "a path outside the roots is refused as input");
 	cJSON_Delete(env);
 	cJSON_Delete(args);
@@ -934,7 +936,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	snprintf(p, sizeof p, "%s/tasks/%s/output.log", e->state, id);
 	static const char logtext[] = "line one\n\xff\xfe bad bytes\nline three\n";
 	check_put(p, logtext, sizeof logtext - 1);
-	cJSON *arts = transfer_collect_artifacts(v.s.transfers, tk, work);
+	cJSON *arts = artifacts_collect(v.s.transfers, tk, work);
 	CHECK(t, cJSON_GetArraySize(arts) == 3, "three artifacts: links, hidden files and folders are left out");
 	cJSON *a0 = cJSON_GetArrayItem(arts, 0);
 	char rsha[65];
@@ -980,7 +982,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	args = cJSON_CreateObject();
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/with%%20space.json", id);
 	cJSON_AddStringToObject(args, "data", uri);
-	CHECK(t, transfer_prepare_args(v.s.transfers, schema, args, work2, &env) == 0, "an artifact URI as input");
+	CHECK(t, inputs_prepare(v.s.transfers, schema, args, work2, &env) == 0, "an artifact URI as input");
 	snprintf(p, sizeof p, "%s/inputs/data/with space.json", work2);
 	CHECK(t, strcmp(str(args, "data"), p) == 0 && access(p, R_OK) == 0, "placed under its decoded name");
 	cJSON_Delete(args);
@@ -990,7 +992,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	struct transfers *tr = v.s.transfers;
 	int rpc = 0;
 	const char *msg = NULL;
-	cJSON *lst = transfer_resources_list(tr, NULL, &rpc, &msg);
+	cJSON *lst = resources_list(tr, NULL, &rpc, &msg);
 	cJSON *res = cJSON_GetObjectItem(lst, "resources");
 	CHECK(t, cJSON_GetArraySize(res) == 5, "resources/list: result, log and three artifacts");
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", id);
@@ -1000,44 +1002,44 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	      "then the log, text/plain with its size");
 	CHECK(t, !cJSON_GetObjectItem(lst, "nextCursor"), "no next page");
 	cJSON_Delete(lst);
-	cJSON *tpl = transfer_resource_templates(tr);
+	cJSON *tpl = resources_templates(tr);
 	CHECK(t, cJSON_GetArraySize(cJSON_GetObjectItem(tpl, "resourceTemplates")) == 3, "three resource templates");
 	cJSON_Delete(tpl);
 
-	cJSON *rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	cJSON *rd = resources_read(tr, uri, &rpc, &msg);
 	cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	cJSON *val = c0 ? cJSON_Parse(str(c0, "text")) : NULL;
 	CHECK(t, val && num(val, "rows") == 3, "resources/read of the result: its JSON");
 	cJSON_Delete(val);
 	cJSON_Delete(rd);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/log", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	CHECK(t, c0 && strstr(str(c0, "text"), "line three") && strstr(str(c0, "text"), "\xEF\xBF\xBD"),
 	      "the log as text, invalid bytes replaced");
 	cJSON_Delete(rd);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/image.png", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	CHECK(t, c0 && strcmp(str(c0, "blob"), "iVBORw0KGgoAAA==") == 0 && strcmp(str(c0, "mimeType"), "image/png") == 0,
 	      "a binary artifact as a base64 blob");
 	cJSON_Delete(rd);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/report.txt", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(rd, "contents"), 0);
 	CHECK(t, c0 && strcmp(str(c0, "text"), "hello report\n") == 0, "a text artifact as text");
 	cJSON_Delete(rd);
-	rd = transfer_resource_read(tr, "forkpoint://tasks/ffffffffffffffffffffffffffffffff/result", &rpc, &msg);
+	rd = resources_read(tr, "forkpoint://tasks/ffffffffffffffffffffffffffffffff/result", &rpc, &msg);
 	CHECK(t, !rd && rpc == -32002, "unknown task: -32002");
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/artifacts/nope.txt", id);
-	rd = transfer_resource_read(tr, uri, &rpc, &msg);
+	rd = resources_read(tr, uri, &rpc, &msg);
 	CHECK(t, !rd && rpc == -32002 && msg && strstr(msg, "nope.txt"), "unknown artifact: -32002 naming it");
 	const char *malformed[] = { "http://x/y", "forkpoint://tasks/123/result", "forkpoint://tasks/0123456789abcdef0123456789abcdef/other",
 	                            "forkpoint://tasks/0123456789abcdef0123456789abcdef/artifacts/../x",
 	                            "forkpoint://tasks/0123456789abcdef0123456789abcdef/artifacts/a%2Fb" };
 	int allbad = 1;
 	for (int i = 0; i < 5; i++) {
-		rd = transfer_resource_read(tr, malformed[i], &rpc, &msg);
+		rd = resources_read(tr, malformed[i], &rpc, &msg);
 		if (rd || rpc != -32602)
 			allbad = 0;
 		cJSON_Delete(rd);
@@ -1045,7 +1047,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	CHECK(t, allbad, "malformed URIs: -32602");
 
 	/* the result link */
-	cJSON *link = transfer_result_link(tr, tk);
+	cJSON *link = resources_result_link(tk);
 	cJSON *content = cJSON_GetObjectItem(link, "content");
 	cJSON *l1 = cJSON_GetArrayItem(content, 1);
 	snprintf(uri, sizeof uri, "forkpoint://tasks/%s/result", id);
@@ -1067,13 +1069,13 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 		check_put(pp, "x", 1);
 	}
 	struct task *tk2 = fake_task(&v, id2, TASK_COMPLETED);
-	arts = transfer_collect_artifacts(tr, tk2, w2);
+	arts = artifacts_collect(tr, tk2, w2);
 	CHECK(t, cJSON_GetArraySize(arts) == ARTIFACTS_MAX_COUNT, "artifacts are bounded in number");
 	cJSON_Delete(arts);
 	int total = 0, pages = 0;
 	cJSON *params = NULL;
 	for (;;) {
-		lst = transfer_resources_list(tr, params, &rpc, &msg);
+		lst = resources_list(tr, params, &rpc, &msg);
 		cJSON_Delete(params);
 		params = NULL;
 		if (!lst)
@@ -1091,7 +1093,7 @@ static void t_jobs_and_resources(struct tally *t, struct env *e)
 	}
 	CHECK(t, pages == 2 && total == 5 + 1 + ARTIFACTS_MAX_COUNT, "resources/list pages through every resource once");
 	params = cJSON_Parse("{\"cursor\":\"garbage\"}");
-	lst = transfer_resources_list(tr, params, &rpc, &msg);
+	lst = resources_list(tr, params, &rpc, &msg);
 	CHECK(t, !lst && rpc == -32602, "an invalid cursor: -32602");
 	cJSON_Delete(params);
 	sv_stop(&v);
@@ -1139,7 +1141,7 @@ static void t_speed(struct tally *t, struct env *e)
 	}
 	double t5 = check_now();
 	close(fd);
-	printf("# upload through transfer_call: %.0f MiB/s; base64+sha256 alone: %.0f MiB/s; "
+	printf("# upload through files_call: %.0f MiB/s; base64+sha256 alone: %.0f MiB/s; "
 	       "pwrite+fdatasync of a 256 KiB chunk: %.2f ms\n", 16 / (t1 - t0), 16 / (t3 - t2), (t5 - t4) * 1000 / 16);
 	free(enc);
 	free(dec);
@@ -1152,22 +1154,22 @@ static void t_speed(struct tally *t, struct env *e)
 static void t_names(struct tally *t, struct env *e)
 {
 	(void)e;
-	struct res_uri u;
+	struct artifacts_uri u;
 	static const char *const bad[] = {
 		"report\xe2\x80\xae" "fdp.exe", "a\xe2\x80\xaa" "b", "a\xe2\x80\x8f" "b", "a\xe2\x81\xa6" "b",
 		"a\xe2\x81\xa9" "b", "a\xd8\x9c" "b", "a\xc2\x80" "b", "a\xc2\x9b" "b", "a\xe2\x80\xa8" "b", "a\x1b[2Jb",
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-		CHECKF(t, !res_name_ok(bad[i]), "name %zu accepted", i);
-	CHECK(t, !res_name_ok(bad[0]) && !res_name_ok(bad[6]), "bidi overrides and C1 controls are refused in names");
-	CHECK(t, res_name_ok("caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6.txt") && res_name_ok("\xc2\xa0" "x") &&
-	      res_name_ok("\xe2\x80\xaf" "x") && res_name_ok("\xe2\x81\xaa" "x"),
+		CHECKF(t, !artifacts_name_ok(bad[i]), "name %zu accepted", i);
+	CHECK(t, !artifacts_name_ok(bad[0]) && !artifacts_name_ok(bad[6]), "bidi overrides and C1 controls are refused in names");
+	CHECK(t, artifacts_name_ok("caf\xc3\xa9 \xe2\x80\x94 \xe2\x80\xa6.txt") && artifacts_name_ok("\xc2\xa0" "x") &&
+	      artifacts_name_ok("\xe2\x80\xaf" "x") && artifacts_name_ok("\xe2\x81\xaa" "x"),
 	      "neighbouring characters (U+00A0, U+2014, U+2026, U+202F, U+206A) are fine");
-	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/r%E2%80%AEfdp.exe", &u) < 0 &&
-	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%C2%85b", &u) < 0 &&
-	      res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%00b", &u) < 0,
+	CHECK(t, artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/r%E2%80%AEfdp.exe", &u) < 0 &&
+	      artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%C2%85b", &u) < 0 &&
+	      artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/a%00b", &u) < 0,
 	      "URIs naming such artifacts (or a NUL) are refused");
-	CHECK(t, res_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/caf%C3%A9.txt", &u) == 0 &&
+	CHECK(t, artifacts_uri_parse(RES_SCHEME "tasks/0123456789abcdef0123456789abcdef/artifacts/caf%C3%A9.txt", &u) == 0 &&
 	      strcmp(u.name, "caf\xc3\xa9.txt") == 0, "an encoded plain name still parses");
 }
 
@@ -1200,9 +1202,9 @@ static void got_drop(void *ctx)
 /* A call that may answer later; waits (on the pool's completions, not a clock) for it. */
 static cJSON *call_later(struct sv *v, const char *name, cJSON *args, struct answer *a, int wait)
 {
-	struct transfer_later later = { got_answer, got_drop, a };
+	struct files_later later = { got_answer, got_drop, a };
 	memset(a, 0, sizeof *a);
-	cJSON *r = transfer_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
+	cJSON *r = files_call_later(v->s.transfers, name, schema_of(v, name), args, &later);
 	cJSON_Delete(args);
 	if (r) {
 		got_answer(a, r);
@@ -1449,10 +1451,10 @@ static void t_crossfs(struct tally *t, struct env *e)
 	CHECK(t, open_upload(&v, "xfs2.bin", (long long)N, sha, h, NULL) == 0, "cross-fs with a pool: an upload");
 	CHECK(t, send_range(&v, h, data, 0, N, 1048576) == 0, "cross-fs with a pool: its bytes");
 	struct answer an;
-	struct transfer_later later = { got_answer, got_drop, &an };
+	struct files_later later = { got_answer, got_drop, &an };
 	memset(&an, 0, sizeof an);
 	cJSON *args = h_args(h);
-	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_commit", schema_of(&v, "file_transfer_commit"), args, &later);
+	cJSON *r = files_call_later(v.s.transfers, "file_transfer_commit", schema_of(&v, "file_transfer_commit"), args, &later);
 	cJSON_Delete(args);
 	CHECK(t, r == NULL && !an.answered, "cross-fs with a pool: the commit answers later");
 	sc = call(&v, "file_transfer_write", write_args(h, (long long)N, data, 1), &err);
@@ -1491,11 +1493,11 @@ static void t_async(struct tally *t, struct env *e)
 	CHECK(t, open_upload(&v, "side.bin", 10, NULL, hu, NULL) == 0, "an upload to talk to meanwhile");
 
 	/* The open answers later; other calls are answered at once meanwhile. */
-	struct transfer_later later = { got_answer, got_drop, &a };
+	struct files_later later = { got_answer, got_drop, &a };
 	memset(&a, 0, sizeof a);
 	cJSON *args = open_args("download", "sparse.bin", -1, NULL);
 	int64_t t0 = loop_now();
-	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_open", schema_of(&v, "file_transfer_open"), args, &later);
+	cJSON *r = files_call_later(v.s.transfers, "file_transfer_open", schema_of(&v, "file_transfer_open"), args, &later);
 	int64_t t1 = loop_now();
 	cJSON_Delete(args);
 	CHECK(t, r == NULL && !a.answered, "a 64 MiB download open is hashed in the pool: no answer yet");
@@ -1578,7 +1580,7 @@ static void t_artifact_hash(struct tally *t, struct env *e)
 	tk->tool = config_tool(v.s.cfg, "t");
 	persist_created(v.s.persist, tk);
 	int64_t t0 = loop_now();
-	tk->artifacts = transfer_collect_artifacts(v.s.transfers, tk, work);
+	tk->artifacts = artifacts_collect(v.s.transfers, tk, work);
 	int64_t t1 = loop_now();
 	persist_finished(v.s.persist, tk);
 	persist_commit(v.s.persist);
@@ -1637,13 +1639,13 @@ static void t_async_write(struct tally *t, struct env *e)
 	blob_sha256_hex(data, sizeof data, sha);
 	sv_start_pool(&v, e);
 	CHECK(t, open_upload(&v, "pipelined.bin", (long long)sizeof data, sha, h, NULL) == 0, "an upload, pool-synced");
-	struct transfer_later later[4];
+	struct files_later later[4];
 	int deferred = 1;
 	for (int i = 0; i < 3; i++) {
 		memset(&a[i], 0, sizeof a[i]);
-		later[i] = (struct transfer_later){ got_answer, got_drop, &a[i] };
+		later[i] = (struct files_later){ got_answer, got_drop, &a[i] };
 		cJSON *args = write_args(h, (long long)i * 65536, data + i * 65536, 65536);
-		cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args,
+		cJSON *r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args,
 		                               &later[i]);
 		cJSON_Delete(args);
 		deferred &= r == NULL;
@@ -1651,9 +1653,9 @@ static void t_async_write(struct tally *t, struct env *e)
 	}
 	/* a repeat of the last chunk while it is still being synced: answered after it, as a duplicate */
 	memset(&a[3], 0, sizeof a[3]);
-	later[3] = (struct transfer_later){ got_answer, got_drop, &a[3] };
+	later[3] = (struct files_later){ got_answer, got_drop, &a[3] };
 	cJSON *args = write_args(h, 2 * 65536, data + 2 * 65536, 65536);
-	cJSON *r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[3]);
+	cJSON *r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[3]);
 	cJSON_Delete(args);
 	CHECK(t, deferred && r == NULL, "three pipelined chunks and a repeat: answered later");
 	while (workers_pending(v.s.workers))
@@ -1680,9 +1682,9 @@ static void t_async_write(struct tally *t, struct env *e)
 	blob_sha256_hex("abcde", 5, s5);
 	CHECK(t, open_upload(&v, "behind.bin", 5, s5, h2, NULL) == 0, "an upload for a pipelined commit");
 	memset(&a[0], 0, sizeof a[0]);
-	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	later[0] = (struct files_later){ got_answer, got_drop, &a[0] };
 	args = write_args(h2, 0, (const unsigned char *)"abcde", 5);
-	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
 	cJSON_Delete(args);
 	sc = call(&v, "file_transfer_commit", h_args(h2), &err);
 	CHECK(t, r == NULL && a[0].answered == 1 && !a[0].is_error && !err && strcmp(str(sc, "sha256"), s5) == 0,
@@ -1699,9 +1701,9 @@ static void t_async_write(struct tally *t, struct env *e)
 	for (int i = 0; i < 2; i++)
 		workers_submit(v.s.workers, hold_run, hold_done, NULL);
 	memset(&a[0], 0, sizeof a[0]);
-	later[0] = (struct transfer_later){ got_answer, got_drop, &a[0] };
+	later[0] = (struct files_later){ got_answer, got_drop, &a[0] };
 	args = write_args(h, 3 * 65536, data + 3 * 65536, 65536);
-	r = transfer_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
+	r = files_call_later(v.s.transfers, "file_transfer_write", schema_of(&v, "file_transfer_write"), args, &later[0]);
 	cJSON_Delete(args);
 	CHECK(t, r == NULL, "a chunk waiting for its sync");
 	sc = call(&v, "file_transfer_status", h_args(h), &err);

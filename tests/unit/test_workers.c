@@ -593,7 +593,7 @@ static void journal_names(struct ck_env *e, const char *id, struct tap_acc *a)
 /* Start the job's task with the fault hook set; returns it once its write has begun. */
 static struct task *ck_start(struct tally *t, struct ck_env *e, struct fault *f)
 {
-	struct blob_store *bs = persist_blob_store(e->sv.persist);
+	struct blobs *bs = persist_blobs(e->sv.persist);
 	bs->fault = fault_hook;
 	bs->fault_arg = f;
 	struct task *tk = NULL;
@@ -686,7 +686,7 @@ static int has_job(const void *arg)
 static void t_inputs_task(struct tally *t, struct ck_env *e)
 {
 	char path[PATH_MAX + 64];
-	persist_blob_store(e->sv.persist)->fault = NULL;
+	persist_blobs(e->sv.persist)->fault = NULL;
 	e->sv.cfg->server.max_concurrent = 1;
 	snprintf(path, sizeof path, "%s/data/in.bin", e->dir);
 	check_put(path, "hello", 5);

@@ -1,4 +1,4 @@
-/* supervisor/mcpresult.h — an MCP CallToolResult supplied by a job (the `mcp` form of a result
+/* supervisor/core/mcpresult.h — an MCP CallToolResult supplied by a job (the `mcp` form of a result
  * frame), made fit to forward to clients.  The job is untrusted: what it sends must be a
  * result a client can take at face value, with nothing in it that only the server may say.
  *

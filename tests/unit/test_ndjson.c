@@ -1,10 +1,10 @@
-/* tests/unit/test_session.c — supervisor/session.c on pipes: input split into lines (CR LF,
+/* tests/unit/test_ndjson.c — the stdio transport (supervisor/mcp/ndjson.c) on pipes: input split into lines (CR LF,
  * empty lines, an oversized line reported once and skipped), end of input with and without
  * anything read first, output held back until released, lines sent "now" overtaking held
- * ones, and backpressure: a peer that does not read its answers stops the session from handing
+ * ones, and backpressure: a peer that does not read its answers stops the transport from handing
  * out requests until the queue drains.
  * Prints "N passed, M failed" last; exits non-zero on any failure. */
-#include "supervisor/mcp/session.h"
+#include "supervisor/mcp/ndjson.h"
 #include "supervisor/core/loop.h"
 #include "check.h"
 
@@ -33,7 +33,20 @@ static void on_eof(void *arg)
 	((struct seen *)arg)->eof++;
 }
 
-/* A session reading `input` (then end of input) with lines of at most max_line bytes. */
+/* A transport on in_fd/out_fd whose events go to the callbacks given. */
+static struct transport *open_conn(struct loop *l, int in_fd, int out_fd, size_t max_line,
+                                   void (*on_msg)(void *, const char *, size_t), void (*on_close)(void *),
+                                   void (*on_flow)(void *, int), void *arg)
+{
+	struct transport *c = l ? ndjson_open(l, in_fd, out_fd, max_line) : NULL;
+	if (!c)
+		check_die("ndjson_open");
+	struct transport_events ev = { on_msg, on_close, on_flow };
+	transport_bind(c, &ev, arg);
+	return c;
+}
+
+/* A connection reading `input` (then end of input) with lines of at most max_line bytes. */
 static void feed(struct tally *t, int line, const char *input, size_t max_line, const char *want)
 {
 	struct seen seen = { "", 0 };
@@ -41,9 +54,7 @@ static void feed(struct tally *t, int line, const char *input, size_t max_line, 
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		check_die("pipe2");
 	struct loop *l = loop_new();
-	struct session *s = l ? session_new(l, in[0], out[1], max_line, on_line, on_eof, &seen) : NULL;
-	if (!s)
-		check_die("session_new");
+	struct transport *s = open_conn(l, in[0], out[1], max_line, on_line, on_eof, NULL, &seen);
 	size_t len = strlen(input);
 	if (len && write(in[1], input, len) != (ssize_t)len)
 		check_die("write");
@@ -52,7 +63,7 @@ static void feed(struct tally *t, int line, const char *input, size_t max_line, 
 		loop_run_once(l, 100);
 	CHECKF(t, seen.eof == 1 && strcmp(seen.lines, want) == 0, "line %d: eof %d, lines [%s], want [%s]",
 	       line, seen.eof, seen.lines, want);
-	session_free(s);
+	transport_close(s);
 	loop_free(l);
 	close(out[0]);
 }
@@ -76,20 +87,18 @@ static void test_output(struct tally *t)
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		check_die("pipe2");
 	struct loop *l = loop_new();
-	struct session *s = l ? session_new(l, in[0], out[1], 64, on_line, on_eof, &seen) : NULL;
-	if (!s)
-		check_die("session_new");
+	struct transport *s = open_conn(l, in[0], out[1], 64, on_line, on_eof, NULL, &seen);
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	CHECKF(t, session_send(s, strdup("{\"a\":1}")) == 0, "send");
-	session_flush(s);
+	CHECKF(t, transport_send(s, strdup("{\"a\":1}")) == 0, "send");
+	transport_flush(s);
 	CHECKF(t, read(out[0], buf, sizeof buf) < 0, "held until released");
-	CHECKF(t, session_out_pending(s) == 8, "pending %zu", session_out_pending(s));
-	session_release(s);
-	session_flush(s);
+	CHECKF(t, transport_pending(s) == 8, "pending %zu", transport_pending(s));
+	transport_release(s);
+	transport_flush(s);
 	ssize_t n = read(out[0], buf, sizeof buf);
 	CHECKF(t, n == 8 && memcmp(buf, "{\"a\":1}\n", 8) == 0, "released line (%zd bytes)", n);
-	CHECKF(t, session_send(s, NULL) < 0, "NULL line is out of memory");
-	session_free(s);
+	CHECKF(t, transport_send(s, NULL) < 0, "NULL line is out of memory");
+	transport_close(s);
 	loop_free(l);
 	close(in[1]);
 	close(out[0]);
@@ -105,28 +114,26 @@ static void test_send_now(struct tally *t)
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		check_die("pipe2");
 	struct loop *l = loop_new();
-	struct session *s = l ? session_new(l, in[0], out[1], 64, on_line, on_eof, &seen) : NULL;
-	if (!s)
-		check_die("session_new");
+	struct transport *s = open_conn(l, in[0], out[1], 64, on_line, on_eof, NULL, &seen);
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	session_release(s);   /* nothing held: a no-op */
-	CHECKF(t, session_send(s, strdup("h1")) == 0 && session_send(s, strdup("h2")) == 0, "send held");
-	CHECKF(t, session_send_now(s, strdup("n1")) == 0, "send now");
-	CHECKF(t, session_held(s) == 6 && session_out_pending(s) == 9, "held %zu, pending %zu",
-	       session_held(s), session_out_pending(s));
-	session_flush(s);
+	transport_release(s);   /* nothing held: a no-op */
+	CHECKF(t, transport_send(s, strdup("h1")) == 0 && transport_send(s, strdup("h2")) == 0, "send held");
+	CHECKF(t, transport_send_now(s, strdup("n1")) == 0, "send now");
+	CHECKF(t, ndjson_held(s) == 6 && transport_pending(s) == 9, "held %zu, pending %zu",
+	       ndjson_held(s), transport_pending(s));
+	transport_flush(s);
 	ssize_t n = read(out[0], buf, sizeof buf);
 	CHECKF(t, n == 3 && memcmp(buf, "n1\n", 3) == 0, "only the free line went out (%zd bytes)", n);
-	CHECKF(t, session_send_now(s, strdup("n2")) == 0, "send now again");
-	session_release(s);
-	session_release(s);
-	session_flush(s);
+	CHECKF(t, transport_send_now(s, strdup("n2")) == 0, "send now again");
+	transport_release(s);
+	transport_release(s);
+	transport_flush(s);
 	n = read(out[0], buf, sizeof buf);
 	CHECKF(t, n == 9 && memcmp(buf, "n2\nh1\nh2\n", 9) == 0, "then the held lines, in order (%zd: %.*s)",
 	       n, n > 0 ? (int)n : 0, buf);
-	CHECKF(t, session_held(s) == 0 && session_out_pending(s) == 0, "nothing left");
-	CHECKF(t, session_send_now(s, NULL) < 0, "NULL line is out of memory");
-	session_free(s);
+	CHECKF(t, ndjson_held(s) == 0 && transport_pending(s) == 0, "nothing left");
+	CHECKF(t, transport_send_now(s, NULL) < 0, "NULL line is out of memory");
+	transport_close(s);
 	loop_free(l);
 	close(in[1]);
 	close(out[0]);
@@ -134,7 +141,7 @@ static void test_send_now(struct tally *t)
 
 /* Every request line is answered with a 1 MiB line, released at once. */
 struct echo {
-	struct session *s;
+	struct transport *s;
 	int lines, stopped, resumed;
 };
 
@@ -150,8 +157,8 @@ static void on_big_line(void *arg, const char *line, size_t len)
 	memset(out, 'a', n);
 	out[n] = 0;
 	e->lines++;
-	session_send(e->s, out);
-	session_release(e->s);
+	transport_send(e->s, out);
+	transport_release(e->s);
 }
 
 static void on_big_eof(void *arg)
@@ -176,11 +183,8 @@ static void test_backpressure(struct tally *t)
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
 		check_die("pipe2");
 	struct loop *l = loop_new();
-	e.s = l ? session_new(l, in[0], out[1], 64, on_big_line, on_big_eof, &e) : NULL;
-	if (!e.s)
-		check_die("session_new");
-	session_set_flow_cb(e.s, on_flow, &e);
-	/* 100 requests in one write: a session that handed them all out would queue 100 MiB. */
+	e.s = open_conn(l, in[0], out[1], 64, on_big_line, on_big_eof, on_flow, &e);
+	/* 100 requests in one write: a transport that handed them all out would queue 100 MiB. */
 	char req[300];
 	memset(req, '\n', sizeof req);
 	for (int i = 0; i < 100; i++)
@@ -191,9 +195,9 @@ static void test_backpressure(struct tally *t)
 		loop_run_once(l, 10);
 	CHECKF(t, e.lines > 0 && e.lines < 100, "lines handed out while nobody reads: %d", e.lines);
 	CHECKF(t, e.stopped == 1 && e.resumed == 0, "the owner heard of the stop once: %d, %d", e.stopped, e.resumed);
-	CHECKF(t, session_congested(e.s), "congested until drained (%zu bytes wait)", session_out_pending(e.s));
-	CHECKF(t, session_out_pending(e.s) >= OUT_HIGH - (1u << 20), "stopped early, at %zu bytes", session_out_pending(e.s));
-	CHECKF(t, session_out_pending(e.s) <= OUT_HIGH + (1u << 20) + 1, "queue bounded: %zu", session_out_pending(e.s));
+	CHECKF(t, transport_congested(e.s), "congested until drained (%zu bytes wait)", transport_pending(e.s));
+	CHECKF(t, transport_pending(e.s) >= OUT_HIGH - (1u << 20), "stopped early, at %zu bytes", transport_pending(e.s));
+	CHECKF(t, transport_pending(e.s) <= OUT_HIGH + (1u << 20) + 1, "queue bounded: %zu", transport_pending(e.s));
 	/* Reading the answers lets the rest through, every one of them. */
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
 	size_t got = 0, want = 100u * ((1u << 20) + 1);
@@ -205,8 +209,8 @@ static void test_backpressure(struct tally *t)
 	}
 	CHECKF(t, e.lines == 100 && got == want, "after draining: %d lines, %zu of %zu bytes", e.lines, got, want);
 	CHECKF(t, e.resumed >= 1 && e.resumed == e.stopped, "stops %d, resumes %d", e.stopped, e.resumed);
-	CHECKF(t, !session_congested(e.s), "not congested after draining");
-	session_free(e.s);
+	CHECKF(t, !transport_congested(e.s), "not congested after draining");
+	transport_close(e.s);
 	loop_free(l);
 	close(in[1]);
 	close(out[0]);

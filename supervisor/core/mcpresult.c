@@ -1,7 +1,7 @@
-/* supervisor/mcpresult.c — see mcpresult.h.  Each block is rebuilt from an allow-list of its
+/* supervisor/core/mcpresult.c — see mcpresult.h.  Each block is rebuilt from an allow-list of its
  * type's keys rather than filtered by a deny-list, so whatever MCP adds later reaches clients
  * only once it is listed here. */
-#include "supervisor/mcp/mcpresult.h"
+#include "supervisor/core/mcpresult.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "supervisor/mcp/resources.h"
+#include "supervisor/core/artifacts.h"
 
 /* Standard base64 with padding, as MCP's image, audio and blob fields carry. */
 static int base64_ok(const char *s)
@@ -51,9 +51,9 @@ static int uri_ok(const char *uri, const char *task_id)
 	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
 		if (strlen(refused[i]) == n && strncasecmp(uri, refused[i], n) == 0)
 			return 0;
-	struct res_uri u;
+	struct artifacts_uri u;
 	if (strncasecmp(uri, "forkpoint:", 10) == 0)
-		return res_uri_parse(uri, &u) == 0 && strcmp(u.id, task_id) == 0;
+		return artifacts_uri_parse(uri, &u) == 0 && strcmp(u.id, task_id) == 0;
 	return 1;
 }
 

@@ -1,0 +1,85 @@
+/* supervisor/core/tombs.c — see tombs.h. */
+#include "supervisor/core/tombs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tomb {
+	char id[33];
+	int64_t until;
+	struct tomb *next;
+};
+
+/* Tombstones are few (expired names, for a limited time); a list is enough. */
+struct tombs {
+	struct tomb *head;          /* newest first */
+	size_t n;
+};
+
+struct tombs *tombs_new(void)
+{
+	return calloc(1, sizeof(struct tombs));
+}
+
+void tombs_free(struct tombs *tb)
+{
+	if (!tb)
+		return;
+	for (struct tomb *b = tb->head, *n; b; b = n) {
+		n = b->next;
+		free(b);
+	}
+	free(tb);
+}
+
+int tombs_add(struct tombs *tb, const char *id, int64_t until)
+{
+	struct tomb *b = calloc(1, sizeof *b);
+	if (!b)
+		return -ENOMEM;
+	snprintf(b->id, sizeof b->id, "%s", id);
+	b->until = until;
+	b->next = tb->head;
+	tb->head = b;
+	tb->n++;
+	return 0;
+}
+
+int64_t tombs_find(const struct tombs *tb, const char *id)
+{
+	for (const struct tomb *b = tb->head; b; b = b->next)
+		if (strcmp(b->id, id) == 0)
+			return b->until;
+	return 0;
+}
+
+void tombs_each(const struct tombs *tb, void (*fn)(void *arg, const char *id, int64_t until),
+                     void *arg)
+{
+	for (const struct tomb *b = tb->head; b; b = b->next)
+		fn(arg, b->id, b->until);
+}
+
+size_t tombs_prune(struct tombs *tb, int64_t now)
+{
+	size_t n = 0;
+	for (struct tomb **pp = &tb->head; *pp;) {
+		if ((*pp)->until <= now) {
+			struct tomb *b = *pp;
+			*pp = b->next;
+			free(b);
+			tb->n--;
+			n++;
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+	return n;
+}
+
+size_t tombs_count(const struct tombs *tb)
+{
+	return tb->n;
+}
