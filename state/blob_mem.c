@@ -30,7 +30,9 @@ struct blob_mem {
 
 #define MEM(b) ((struct blob_mem *)(b))
 
-/* Index of hex in m (found: *hit = 1), or where it would go.  Caller holds mu. */
+/* Index of hex in m (found: *hit = 1), or where it would go.  Caller holds mu.  Returning
+ * the insertion point lets mem_write insert without a second search, which keeps the array
+ * sorted for the binary search itself and for gc. */
 static size_t find(const struct blob_mem *m, const char *hex, int *hit)
 {
 	size_t lo = 0, hi = m->n;
@@ -253,6 +255,8 @@ static void mem_stats(const struct blobs *b, struct blob_stats *out)
 	pthread_mutex_unlock(&MEM(b)->mu);
 }
 
+/* Unlike the file system's close, this one loses the blobs: the memory backend has no medium
+ * that outlives the handle, which is all a unit test needs. */
 static void mem_close(struct blobs *b)
 {
 	struct blob_mem *m = MEM(b);

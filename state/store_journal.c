@@ -42,6 +42,8 @@ static void kv_json(struct frame_map *r, const char *k, const char *text)
 	frame_pack_kv_str(&r->pk, k, text ? text : "null");
 }
 
+/* Checkpoint bytes go in as msgpack bin, never as a string: they are the job's opaque state
+ * and need not be UTF-8. */
 static void kv_bin(struct frame_map *r, const char *k, const void *p, size_t n)
 {
 	frame_pack_str(&r->pk, k);
@@ -222,6 +224,8 @@ static void kv_s(struct frame_map *r, const char *k, const char *v)
 	frame_pack_kv_str(&r->pk, k, v);   /* NULL: nil, as the records have always had it */
 }
 
+/* The 12 pairs X_OPEN and X_SNAP share; both callers count them in their map size, so a
+ * field added here without changing those counts would corrupt every transfer record. */
 static void enc_open_fields(struct frame_map *r, const struct store_xfer *x)
 {
 	kv_s(r, "h", x->h);
@@ -238,6 +242,7 @@ static void enc_open_fields(struct frame_map *r, const struct store_xfer *x)
 	kv_s(r, "sha", x->sha);
 }
 
+/* The 5 pairs of a publish intent (X_INTENT, and X_SNAP when has_intent). */
 static void enc_intent(struct frame_map *r, const struct store_xfer *x)
 {
 	kv_int(r, "pdev", x->pub.dev);
@@ -368,6 +373,7 @@ static const char *keep(struct strs *st, char *s)
 	return st->v[st->n++] = s;
 }
 
+/* Called only after the callback has returned: the decoded record points into these. */
 static void strs_free(struct strs *st)
 {
 	for (size_t i = 0; i < st->n; i++)
@@ -668,6 +674,8 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	return rc < 0 ? -1 : 0;
 }
 
+/* The journal's messages (a torn tail cut, ...) are passed on; a caller without a log
+ * callback simply does not hear them. */
 static void log_cb(void *arg, const char *msg)
 {
 	struct replay *rp = arg;
@@ -719,6 +727,8 @@ static void sj_snapshot_abort(struct store *s)
 	journal_rewrite_abort(((struct store_journal *)s)->j);
 }
 
+/* Bytes waiting for the group commit (store.h allows bytes or records).  0 on a read-only
+ * store, which can have nothing pending, so callers never try to commit there. */
 static size_t sj_pending(const struct store *s)
 {
 	const struct store_journal *sj = (const struct store_journal *)s;
@@ -735,6 +745,8 @@ static void sj_stats(const struct store *s, struct store_stats *out)
 	out->records_replayed = journal_records_replayed(sj->j);
 }
 
+/* No commit here: what was appended and not committed is lost, as store.h promises and as
+ * a crash would do, so close never makes anything durable behind the caller's back. */
 static void sj_close(struct store *s)
 {
 	struct store_journal *sj = (struct store_journal *)s;
