@@ -1,6 +1,7 @@
 /* proto/frame.c — see frame.h.  The decoder never trusts a count or a length it has not
  * proved against the bytes actually present; msgpack-c only ever sees checked payloads. */
 #include "proto/frame.h"
+#include "proto/b64.h"
 #include "proto/io.h"
 #include "proto/utf8.h"
 
@@ -398,32 +399,15 @@ int frame_get_bool(const msgpack_object *map, const char *key, int *v)
 
 /* ---- msgpack → JSON -------------------------------------------------------- */
 
-/* bin values become base64 text when a frame is turned into JSON (JSON has no bytes). */
+/* bin values become base64 text when a frame is turned into JSON (JSON has no bytes): a
+ * malloc'd copy through proto/b64's encoder, NULL when it cannot be allocated. */
 static char *base64_encode(const unsigned char *p, size_t len)
 {
-	static const char tbl[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	if (len > (SIZE_MAX - 1) / 4 * 3 - 3)
 		return NULL;
-	char *out = malloc((len + 2) / 3 * 4 + 1);
-	if (!out)
-		return NULL;
-	size_t o = 0, i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = tbl[(v >> 6) & 63];
-		out[o++] = tbl[v & 63];
-	}
-	if (i < len) {
-		uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < len ? (uint32_t)p[i + 1] << 8 : 0);
-		out[o++] = tbl[v >> 18];
-		out[o++] = tbl[(v >> 12) & 63];
-		out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-		out[o++] = '=';
-	}
-	out[o] = '\0';
+	char *out = malloc(B64_ENCODED_SIZE(len));
+	if (out)
+		b64_encode(p, len, out);
 	return out;
 }
 
