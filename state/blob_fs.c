@@ -164,8 +164,8 @@ static void fs_added(struct blobs *b, uint64_t len)
 }
 
 /* O_NOFOLLOW and the regular-file check keep a symlink or a directory planted under a blob's
- * name from being read as its content; such a name reports -EBADMSG (not a blob), not
- * -ENOENT, so the damage is not mistaken for a missing blob. */
+ * name from being read as its content: a symlink fails the open (-ELOOP), anything else that
+ * is not a regular file reports -EBADMSG (not a blob), so neither is taken for the blob. */
 static int fs_open(const struct blobs *b, const char *hex, int *fd, uint64_t *size)
 {
 	char path[PATH_MAX];

@@ -405,8 +405,8 @@ static const char *get_json(struct strs *st, const msgpack_object *m, const char
 	return keep(st, d);
 }
 
-/* An absent or non-integer field reads as 0, as earlier versions read it; records written
- * before a field existed must still replay. */
+/* An absent or non-integer field reads as 0 rather than failing: records written before a
+ * field existed must still replay. */
 static int64_t get_i(const msgpack_object *m, const char *k)
 {
 	int64_t v = 0;
@@ -591,8 +591,7 @@ static int decode_xfer(struct strs *st, const msgpack_object *m, struct store_xf
 	get_fid(st, m, "dev", "ino", "fsid", "fh", &x->id);
 	get_fid(st, m, "pdev", "pino", "pfsid", "pfh", &x->pub);
 	get_has(m, "pino", &has_pino);
-	/* An intent is only real with a published inode: a pino of 0 is what an X_SNAP without
-	 * intent fields decodes to, so it must not count as one. */
+	/* An intent needs a published inode: a pino of 0 names no file, so it does not count. */
 	x->has_intent = has_pino && x->pub.ino != 0;
 	x->psha = get_s(st, m, "psha");
 	x->touched = get_has(m, "touched", &x->has_touched);
@@ -618,8 +617,7 @@ struct replay {
 };
 
 /* Transfer records carry no task id (their handle is h), so they skip the id check that task
- * records get.  Owns f: it is released here on every path, after the callback, because the
- * decoded record may point into it. */
+ * records get.  Owns f: it is released here on every path, after the callback. */
 static int replay_xfer(struct replay *rp, struct frame *f, struct store_rec *r, char *err, size_t errlen)
 {
 	struct strs st = { 0 };

@@ -205,8 +205,8 @@ static size_t sm_pending(const struct store *s)
 	return ((const struct store_mem *)s)->pending_bytes;
 }
 
-/* Byte figures are only an estimate here (records times the struct size); tests that need
- * exact sizes use the journal backend. */
+/* Byte figures are only an estimate here (records times the struct size): nothing is
+ * encoded, so there is no exact size to report. */
 static void sm_stats(const struct store *s, struct store_stats *out)
 {
 	const struct store_mem *sm = (const struct store_mem *)s;

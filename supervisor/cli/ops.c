@@ -50,8 +50,8 @@ static void view_close(struct view *v);
 
 /* Open the state dir read-only.  0, or -1 with the reason printed and v closed again.
  * read_only means these commands can run next to a live server: no lock is taken, nothing is
- * written, and a torn tail is ignored rather than cut (journal.h).  The path is made absolute first, so what the view opens is
- * the directory the message names. */
+ * written, and a torn tail is ignored rather than cut (journal.h).  realpath comes first,
+ * so a missing state dir is reported by name before anything is opened. */
 static int view_open(struct view *v, const char *state, persist_tap tap, void *tap_arg)
 {
 	char err[1024];
@@ -445,8 +445,8 @@ static int emit(struct termsafe *ts, char *esc, const char *buf, size_t n)
 	return o ? io_write_full(1, esc, o) : 0;
 }
 
-/* The view is closed before the log is read, so following a log holds nothing open in the
- * state dir between polls; the task's state is re-read from the journal once a second to
+/* The view is closed before the log is read, so following a log holds no journal view open
+ * between polls (only the log's fd); the task's state is re-read from the journal once a second to
  * know when to stop.  O_NOFOLLOW keeps a symlink planted at the log's path from making this
  * command print another file. */
 int ops_logs(int argc, char **argv)

@@ -156,8 +156,8 @@ static void set_result(struct ap *a, const struct store_result *res)
 	t->result_is_mcp = res->mcp != 0;
 }
 
-/* A status name this version does not know is refused, never mapped to a default: a task
- * replayed in the wrong state could be run twice or never. */
+/* A status name this version does not know is refused, never mapped to a default: that
+ * would rebuild the task in a state the journal never recorded. */
 static int set_status(struct ap *a, const char *name, char *err, size_t errlen)
 {
 	int st = task_status_parse(name);
@@ -224,8 +224,8 @@ static int apply_snap(struct ap *a, char *err, size_t errlen)
 	return 0;
 }
 
-/* FINISH must carry a terminal status: accepting another would leave a task that looks
- * finished in the journal but would be scheduled again after a restart. */
+/* FINISH must carry a terminal status: a finish record that left its task live would mean
+ * the journal is damaged, and replaying it anyway would hide that. */
 static int apply_finish(struct ap *a, char *err, size_t errlen)
 {
 	struct task *t = a->t;

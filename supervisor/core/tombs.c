@@ -34,9 +34,8 @@ void tombs_free(struct tombs *tb)
 	free(tb);
 }
 
-/* Added at the head without looking for an older tombstone of the same name: an id can
- * expire again only if it was reused, and then the newest time is the one that counts, which
- * tombs_find meets first.  The copy is cut at 32 characters (tombs.h), so a caller-supplied
+/* Added at the head without looking for an older tombstone of the same name: tombs_find
+ * meets the newest first, which is the one tombs.h says it returns, so no search is needed.  The copy is cut at 32 characters (tombs.h), so a caller-supplied
  * name of any length cannot overrun the entry. */
 int tombs_add(struct tombs *tb, const char *id, int64_t until)
 {
