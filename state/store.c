@@ -160,7 +160,8 @@ static void cp_xfer(struct cur *c, struct store_xfer *x)
 
 /* Point every string of d (a shallow copy of a record) into c.  Every record type must be
  * listed here: a type that is missed keeps pointers into the caller's memory, which append
- * is allowed to free at once.  raw (a payload already in the journal encoding) is copied for all types. */
+ * is allowed to free at once.  raw (a payload already in the journal encoding) is copied
+ * for all types. */
 static void cp_rec(struct cur *c, struct store_rec *d)
 {
 	switch (d->type) {

@@ -35,8 +35,9 @@ void tombs_free(struct tombs *tb)
 }
 
 /* Added at the head without looking for an older tombstone of the same name: tombs_find
- * meets the newest first, which is the one tombs.h says it returns, so no search is needed.  The copy is cut at 32 characters (tombs.h), so a caller-supplied
- * name of any length cannot overrun the entry. */
+ * meets the newest first, which is the one tombs.h says it returns, so no search is needed.
+ * The copy is cut at 32 characters (tombs.h), so a caller-supplied name of any length
+ * cannot overrun the entry. */
 int tombs_add(struct tombs *tb, const char *id, int64_t until)
 {
 	struct tomb *b = calloc(1, sizeof *b);
