@@ -447,8 +447,8 @@ static int emit(struct termsafe *ts, char *esc, const char *buf, size_t n)
 
 /* The view is closed before the log is read, so following a log holds no journal view open
  * between polls (only the log's fd); the task's state is re-read from the journal once a
- * second to know when to stop.  O_NOFOLLOW keeps a symlink planted at the log's path from making this
- * command print another file. */
+ * second to know when to stop.  O_NOFOLLOW keeps a symlink planted at the log's path from
+ * making this command print another file. */
 int ops_logs(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint logs TASK [-f] [--state DIR] [--raw]\n\n"
