@@ -105,6 +105,8 @@ static int fs_write(const struct blobs *b, const void *data, size_t len, char he
 	if ((size_t)snprintf(sub, sizeof sub, "%s/%.2s", top, hex) >= sizeof sub ||
 	    (size_t)snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "XXXXXX", sub) >= sizeof tmp)
 		return -ENAMETOOLONG;
+	/* Both levels are made durable before the temp file exists: a blob renamed into a
+	 * directory whose own entry was never fsynced could vanish with it in a crash. */
 	rc = mkdir_durable(top, state_dir);
 	if (rc < 0)
 		return rc;
@@ -256,6 +258,8 @@ static int keep_cmp(const void *key, const void *elem)
 	return strcmp((const char *)key, *(const char *const *)elem);
 }
 
+/* Only the two-digit fan-out directories are walked (by gc and by the count), so nothing
+ * else that happens to sit in blobs/ is ever counted or deleted. */
 static int is_hex2(const char *s)
 {
 	for (int i = 0; i < 2; i++)

@@ -248,6 +248,7 @@ static int mem_gc(struct blobs *b, const char *const *keep, size_t n, size_t *re
 	return 0;
 }
 
+/* count_err is left as the caller zeroed it: there is nothing to count at open. */
 static void mem_stats(const struct blobs *b, struct blob_stats *out)
 {
 	pthread_mutex_lock(&MEM(b)->mu);

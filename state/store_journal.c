@@ -295,6 +295,8 @@ static int encode_xfer(const struct store_rec *rec, struct frame_map *r)
 		kv_int(r, "until", x->until);
 		return 0;
 	case STORE_REC_X_SNAP:
+		/* The open fields, the 7 state fields below, and the intent's 5 only when there is
+		 * one: the count must follow has_intent exactly. */
 		frame_map_begin(r, 12 + 7 + (x->has_intent ? 5 : 0));
 		enc_open_fields(r, x);
 		if (x->has_intent)

@@ -327,7 +327,9 @@ static void print_kv(const char *k, const char *prefix, const char *v, int raw)
 	free(s);
 }
 
-/* Everything `show` prints about one task but its timeline. */
+/* Everything `show` prints about one task but its timeline.  Status names, times and
+ * numbers are ours and printed as they are; every other string went through a job or a
+ * client and goes through print_kv or print_kv_json. */
 static void show_task(const struct view *v, const struct task *t, int raw)
 {
 	char ts[64];
@@ -512,6 +514,7 @@ int ops_logs(int argc, char **argv)
 			last_check = loop_now();
 			if (view_open(&v, dir, NULL, NULL) == 0) {
 				struct task *tt = tasks_find(v.sv.tasks, tid);
+				/* A task that is gone (expired) ends the follow as well. */
 				terminal = !tt || (TASK_TERMINAL(tt->status) && !tt->job);
 			}
 			view_close(&v);
