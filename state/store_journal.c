@@ -523,6 +523,7 @@ static int decode(struct strs *st, uint8_t type, const msgpack_object *m, struct
 		break;
 	case STORE_REC_CHECKPOINT:
 		r->u.checkpoint.seq = get_i(m, "seq");
+		/* encode writes either "blob" or "data"; the key present says which it chose. */
 		get_ckpt(st, m, "data", frame_get(m, "blob") ? "blob" : NULL, &r->u.checkpoint.ckpt);
 		break;
 	case STORE_REC_ASK:
@@ -660,6 +661,7 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 		snprintf(err, errlen, "record of type %u has no valid task id", type);
 		return -1;
 	}
+	/* Exactly 32 bytes were checked above, and r was zeroed, so task_id stays terminated. */
 	memcpy(r.task_id, s, 32);
 	struct strs st = { 0 };
 	struct store_answer *answers = NULL;

@@ -48,9 +48,12 @@ static int uri_ok(const char *uri, const char *task_id)
 		n++;
 	if (uri[n] != ':')
 		return 0;
+	/* Whitespace and control characters have no place in a URI and could hide its real
+	 * target from a user reading it. */
 	for (const unsigned char *p = (const unsigned char *)uri; *p; p++)
 		if (*p <= 0x20 || *p == 0x7f)
 			return 0;
+	/* Schemes are case-insensitive (RFC 3986, 3.1): FILE: is refused like file:. */
 	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
 		if (strlen(refused[i]) == n && strncasecmp(uri, refused[i], n) == 0)
 			return 0;
