@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+/* 0xC0 and 0xC1 can only start overlong 2-byte forms and 0xF5..0xFF only code points above
+ * U+10FFFF, so they are refused by the lead byte alone, before any continuation is read. */
 size_t utf8_seq_len(unsigned char lead)
 {
 	if (lead < 0x80)
@@ -30,6 +32,8 @@ int utf8_cont_ok(const unsigned char *p, size_t k)
 	}
 }
 
+/* The length is checked against avail before any continuation byte is read: a sequence cut
+ * off by the end of a buffer must never make us read past it. */
 size_t utf8_char_len(const char *s, size_t avail)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -59,6 +63,9 @@ int utf8_valid(const char *s, size_t len)
 	return 1;
 }
 
+/* s[max] is the first byte that would be cut off; if it is a continuation byte, the cut
+ * falls inside a character, so move back to that character's lead.  Cutting at the lead
+ * (not after the whole character) is what keeps the result within max. */
 size_t utf8_clip(const char *s, size_t len, size_t max)
 {
 	if (len <= max)
@@ -68,6 +75,8 @@ size_t utf8_clip(const char *s, size_t len, size_t max)
 	return max;
 }
 
+/* At most 3 bytes skipped: a run of more continuation bytes is malformed text, not the tail
+ * of one character, and is left to the repairs (utf8_scrub, utf8_sanitize) to mark. */
 size_t utf8_resync(const char *s, size_t len)
 {
 	size_t k = 0;
@@ -93,6 +102,8 @@ size_t utf8_trim_tail(char *s, size_t len)
 	return len;
 }
 
+/* Counting non-continuation bytes needs no decoding, so it cannot fail on malformed input
+ * and never reads past len. */
 size_t utf8_count(const char *s, size_t len)
 {
 	size_t n = 0;
@@ -102,6 +113,9 @@ size_t utf8_count(const char *s, size_t len)
 	return n;
 }
 
+/* In place and byte for byte: each bad byte becomes one '?', so the string never grows and
+ * the caller's buffer is always big enough.  Only the offending byte is replaced, so the
+ * well-formed characters after it survive. */
 void utf8_scrub(char *s)
 {
 	size_t left = strlen(s);
@@ -117,6 +131,9 @@ void utf8_scrub(char *s)
 	}
 }
 
+/* Each bad byte (and each NUL, which must not reach a C string) becomes U+FFFD, three bytes,
+ * so out must hold 3 * len + 1 (utf8.h).  One replacement per byte rather than per broken
+ * sequence keeps the output length a simple function of the input. */
 size_t utf8_sanitize(const char *s, size_t len, char *out)
 {
 	size_t o = 0, i = 0;

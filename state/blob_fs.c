@@ -41,6 +41,8 @@ static int blob_path(const char *state_dir, const char *hex, char *out, size_t o
 	return layout_blob(out, outlen, state_dir, hex);
 }
 
+/* A rename or a new entry is only durable once the directory holding it is fsynced; without
+ * this a crash could lose a blob whose name the journal already refers to. */
 static int fsync_dir(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -103,6 +105,8 @@ static int fs_write(const struct blobs *b, const void *data, size_t len, char he
 	if ((size_t)snprintf(sub, sizeof sub, "%s/%.2s", top, hex) >= sizeof sub ||
 	    (size_t)snprintf(tmp, sizeof tmp, "%s/" TMP_PREFIX "XXXXXX", sub) >= sizeof tmp)
 		return -ENAMETOOLONG;
+	/* Both levels are made durable before the temp file exists: a blob renamed into a
+	 * directory whose own entry was never fsynced could vanish with it in a crash. */
 	rc = mkdir_durable(top, state_dir);
 	if (rc < 0)
 		return rc;
@@ -110,6 +114,8 @@ static int fs_write(const struct blobs *b, const void *data, size_t len, char he
 	if (rc < 0)
 		return rc;
 
+	/* The temp file lives in the final directory so that the rename below never crosses a
+	 * file system and is atomic: readers see no blob or the whole blob, never a prefix. */
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
@@ -143,6 +149,9 @@ fail:
 	return rc;
 }
 
+/* The owner's put: fs_write plus the byte count, which only the owner thread may update
+ * (blob.h).  *added is counted even when the final directory fsync failed, since the file is
+ * there and gc would count it anyway. */
 static int fs_put(struct blobs *b, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1], int *added)
 {
 	int rc = fs_write(b, data, len, hex, added);
@@ -156,6 +165,9 @@ static void fs_added(struct blobs *b, uint64_t len)
 	FS(b)->bytes += len;
 }
 
+/* O_NOFOLLOW and the regular-file check keep a symlink or a directory planted under a blob's
+ * name from being read as its content: a symlink fails the open (-ELOOP), anything else that
+ * is not a regular file reports -EBADMSG (not a blob), so neither is taken for the blob. */
 static int fs_open(const struct blobs *b, const char *hex, int *fd, uint64_t *size)
 {
 	char path[PATH_MAX];
@@ -181,6 +193,8 @@ static int fs_open(const struct blobs *b, const char *hex, int *fd, uint64_t *si
 	return 0;
 }
 
+/* lstat, not stat, for the same reason fs_open refuses symlinks: the size reported must be
+ * the size of what open would read. */
 static int fs_size(const struct blobs *b, const char *hex, uint64_t *size)
 {
 	char path[PATH_MAX];
@@ -214,6 +228,8 @@ static int fs_get(const struct blobs *b, const char *hex, void **data, size_t *l
 		rc = -ENOMEM;
 		goto fail;
 	}
+	/* The digest is taken over what was actually read, so a file that shrank since fstat
+	 * fails the check rather than returning a short buffer as the blob. */
 	have = io_read_upto(fd, buf, (size_t)size);
 	if (have < 0) {
 		rc = (int)have;
@@ -242,6 +258,8 @@ static int keep_cmp(const void *key, const void *elem)
 	return strcmp((const char *)key, *(const char *const *)elem);
 }
 
+/* Only the two-digit fan-out directories are walked (by gc and by the count), so nothing
+ * else that happens to sit in blobs/ is ever counted or deleted. */
 static int is_hex2(const char *s)
 {
 	for (int i = 0; i < 2; i++)
@@ -290,7 +308,9 @@ static int gc_subdir(int topfd, const char *name, const char *const *keep, size_
 
 /* ---- the backend --------------------------------------------------------------- */
 
-/* Bytes of every regular file under blobs/<xx>/. */
+/* Bytes of every regular file under blobs/<xx>/.  Unreadable subdirectories are skipped
+ * rather than failing: the figure feeds the stats, and a store that cannot be counted
+ * exactly must still open (blob_fs_new keeps the error in count_err instead). */
 static int count_bytes(const char *state_dir, uint64_t *bytes)
 {
 	char top[PATH_MAX];
@@ -364,6 +384,9 @@ static int fs_gc(struct blobs *b, const char *const *keep, size_t n, size_t *rem
 	return rc;
 }
 
+/* Removing a blob that is already gone succeeds (blob.h), so a retried cleanup after a crash
+ * does not fail.  The byte count never goes below 0, because it may have started from an
+ * incomplete count (count_err). */
 static int fs_remove(struct blobs *b, const char *hex)
 {
 	char path[PATH_MAX];
@@ -400,6 +423,9 @@ static const struct blob_ops fs_ops = {
 	.close = fs_close,
 };
 
+/* state_dir is borrowed, not copied: it must outlive the store.  The bytes are counted at
+ * open so that the stats (and any limit on them) start from what is on disk; a read-only
+ * store skips the walk, since it never adds or removes blobs. */
 int blob_fs_new(const char *state_dir, int read_only, struct blobs **out)
 {
 	struct blob_fs *fs;

@@ -30,7 +30,9 @@ struct blob_mem {
 
 #define MEM(b) ((struct blob_mem *)(b))
 
-/* Index of hex in m (found: *hit = 1), or where it would go.  Caller holds mu. */
+/* Index of hex in m (found: *hit = 1), or where it would go.  Caller holds mu.  Returning
+ * the insertion point lets mem_write insert without a second search, which keeps the array
+ * sorted for the binary search itself and for gc. */
 static size_t find(const struct blob_mem *m, const char *hex, int *hit)
 {
 	size_t lo = 0, hi = m->n;
@@ -55,7 +57,10 @@ static int fault_at(const struct blobs *b, const char *step)
 	return b->fault ? b->fault(b->fault_arg, step) : 0;
 }
 
-/* The faults run before anything is stored, as on disk: a failed step leaves no blob. */
+/* The faults run before anything is stored, as on disk: a failed step leaves no blob.
+ * The copy is made outside the mutex so a large write never blocks the owner's reads; the
+ * lookup is therefore repeated under the lock, because another thread may have stored the
+ * same content in between, and a second entry would break the sorted, unique array. */
 static int mem_write(const struct blobs *b, const void *data, size_t len, char hex[BLOB_HEX_LEN + 1],
                      int *added)
 {
@@ -110,6 +115,8 @@ static int mem_write(const struct blobs *b, const void *data, size_t len, char h
 	return 0;
 }
 
+/* The byte count is under the mutex too: unlike the file system backend it shares the lock
+ * with the array, so stats from the owner never see a torn value. */
 static void mem_added(struct blobs *b, uint64_t len)
 {
 	pthread_mutex_lock(&MEM(b)->mu);
@@ -125,7 +132,10 @@ static int mem_put(struct blobs *b, const void *data, size_t len, char hex[BLOB_
 	return rc;
 }
 
-/* A copy of the blob (data non-NULL) or its size only. */
+/* A copy of the blob (data non-NULL) or its size only.  A copy, never a pointer into the
+ * array: a concurrent write may realloc it as soon as the mutex is released.  One spare byte
+ * keeps the buffer non-NULL for an empty blob (blob.h).  No digest check is needed, since the
+ * bytes never leave memory between write and read. */
 static int lookup(const struct blobs *b, const char *hex, void **data, size_t *len)
 {
 	struct blob_mem *m = MEM(b);
@@ -160,7 +170,9 @@ static int mem_size(const struct blobs *b, const char *hex, uint64_t *size)
 	return rc;
 }
 
-/* An unlinked temp file with a copy: the caller gets an fd like any other backend's. */
+/* An unlinked temp file with a copy: the caller gets an fd like any other backend's, so the
+ * code that streams blobs through open() is tested without assuming blobs are files.
+ * O_TMPFILE means nothing is left behind when the fd is closed, even after a crash. */
 static int mem_open(const struct blobs *b, const char *hex, int *fd, uint64_t *size)
 {
 	const char *dir = getenv("TMPDIR");
@@ -186,6 +198,8 @@ fail:
 	return rc;
 }
 
+/* Removing a missing blob succeeds, as blob.h requires of every backend; the count is kept
+ * from going below 0 like the file system's. */
 static int mem_remove(struct blobs *b, const char *hex)
 {
 	struct blob_mem *m = MEM(b);
@@ -208,7 +222,9 @@ static int keep_cmp(const void *key, const void *elem)
 	return strcmp((const char *)key, *(const char *const *)elem);
 }
 
-/* Keep the listed blobs, drop the rest, recount. */
+/* Keep the listed blobs, drop the rest, recount.  keep is sorted (blob.c checks it before
+ * calling), which is what makes the bsearch valid.  The array is compacted in place, so the
+ * order stays sorted with no allocation that could fail half way. */
 static int mem_gc(struct blobs *b, const char *const *keep, size_t n, size_t *removed)
 {
 	struct blob_mem *m = MEM(b);
@@ -232,6 +248,7 @@ static int mem_gc(struct blobs *b, const char *const *keep, size_t n, size_t *re
 	return 0;
 }
 
+/* count_err is left as the caller zeroed it: there is nothing to count at open. */
 static void mem_stats(const struct blobs *b, struct blob_stats *out)
 {
 	pthread_mutex_lock(&MEM(b)->mu);
@@ -239,6 +256,8 @@ static void mem_stats(const struct blobs *b, struct blob_stats *out)
 	pthread_mutex_unlock(&MEM(b)->mu);
 }
 
+/* Unlike the file system's close, this one loses the blobs: the memory backend has no medium
+ * that outlives the handle, which is all a unit test needs. */
 static void mem_close(struct blobs *b)
 {
 	struct blob_mem *m = MEM(b);

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The public entry points are thin dispatchers to the backend's ops table: the supervisor only
+ * ever sees struct store, so a journal or an in-memory backend can be swapped without touching
+ * it.  Each one forwards the backend's return value unchanged; the contracts are in store.h. */
 int store_replay(struct store *s, store_replay_cb cb, store_log_cb log, void *arg, char *err, size_t errlen)
 {
 	return s->ops->replay(s, cb, log, arg, err, errlen);
@@ -40,18 +43,23 @@ size_t store_pending(const struct store *s)
 	return s->ops->pending(s);
 }
 
+/* Zeroed first so that a backend which does not count something reports 0 rather than
+ * whatever the caller's stack held. */
 void store_stats(const struct store *s, struct store_stats *out)
 {
 	memset(out, 0, sizeof *out);
 	s->ops->stats(s, out);
 }
 
+/* NULL is accepted so that cleanup paths can close a store that was never opened. */
 void store_close(struct store *s)
 {
 	if (s)
 		s->ops->close(s);
 }
 
+/* Names used in logs and diagnostics.  Any other number (an EXT type or a corrupted byte)
+ * gets "unknown" instead of NULL, so callers can print the result without a check. */
 const char *store_rec_type_name(int type)
 {
 	switch (type) {
@@ -81,6 +89,9 @@ struct cur {
 	size_t off;
 };
 
+/* Reserve n bytes (rounded up to 8 so every piece stays aligned for any member type) and,
+ * on the copying pass, copy them.  On the measuring pass the returned pointer is a non-NULL
+ * dummy that is never dereferenced: it only keeps "present" distinct from "absent" (NULL). */
 static const void *cp(struct cur *c, const void *p, size_t n)
 {
 	if (!p)
@@ -97,6 +108,8 @@ static const char *cps(struct cur *c, const char *s)
 	return s ? cp(c, s, strlen(s) + 1) : NULL;
 }
 
+/* owned is dropped: it belongs to the live caller and must never be freed through a copy.
+ * Inline data of length 0 still gets a (non-NULL) pointer, so has_data stays meaningful. */
 static void cp_ckpt(struct cur *c, struct store_checkpoint *k)
 {
 	k->owned = NULL;
@@ -130,6 +143,8 @@ static void cp_snap(struct cur *c, struct store_task *s)
 			a[i].response = r;
 		}
 	}
+	/* The answer array itself is copied first, then its strings; the pointers are only
+	 * written on the copying pass, when a points into the block. */
 	s->answers = a;
 	cp_ckpt(c, &s->ckpt);
 	cp_result(c, &s->result);
@@ -143,7 +158,10 @@ static void cp_xfer(struct cur *c, struct store_xfer *x)
 		*str[i] = cps(c, *str[i]);
 }
 
-/* Point every string of d (a shallow copy of a record) into c. */
+/* Point every string of d (a shallow copy of a record) into c.  Every record type must be
+ * listed here: a type that is missed keeps pointers into the caller's memory, which append
+ * is allowed to free at once.  raw (a payload already in the journal encoding) is copied
+ * for all types. */
 static void cp_rec(struct cur *c, struct store_rec *d)
 {
 	switch (d->type) {
@@ -190,6 +208,7 @@ static void cp_rec(struct cur *c, struct store_rec *d)
 		d->raw = cp(c, d->raw, d->raw_len);
 }
 
+/* The measuring pass works on a shallow copy, so r is never written through. */
 size_t store_rec_size(const struct store_rec *r)
 {
 	struct store_rec probe = *r;
@@ -198,6 +217,8 @@ size_t store_rec_size(const struct store_rec *r)
 	return c.off;
 }
 
+/* One malloc'd block holding the record and all its strings: the caller frees it with a
+ * single free().  NULL only on allocation failure. */
 struct store_rec *store_rec_dup(const struct store_rec *r)
 {
 	struct cur c;

@@ -24,6 +24,9 @@ struct store_journal {
 
 /* ---- encoding ------------------------------------------------------------------------------ */
 
+/* The key/value writers.  kv_str writes NULL as "" and kv_json writes NULL as "null": task
+ * records have always carried a string in these fields, never nil, and the payloads must
+ * stay byte-identical to what earlier versions wrote (FPJRNL02).  Keep both substitutions. */
 static void kv_str(struct frame_map *r, const char *k, const char *v)
 {
 	frame_pack_kv_str(&r->pk, k, v ? v : "");
@@ -39,6 +42,8 @@ static void kv_json(struct frame_map *r, const char *k, const char *text)
 	frame_pack_kv_str(&r->pk, k, text ? text : "null");
 }
 
+/* Checkpoint bytes go in as msgpack bin, never as a string: they are the job's opaque state
+ * and need not be UTF-8. */
 static void kv_bin(struct frame_map *r, const char *k, const void *p, size_t n)
 {
 	frame_pack_str(&r->pk, k);
@@ -52,7 +57,10 @@ static void pack_nil_kv(struct frame_map *r, const char *k)
 	msgpack_pack_nil(&r->pk);
 }
 
-/* The result fields of FINISH and snapshot records: 3 pairs. */
+/* The result fields of FINISH and snapshot records: 3 pairs.  The pair count is fixed whatever
+ * the result holds (nil stands in for the absent ones), because the callers declare their
+ * map sizes up front: a result that wrote fewer pairs would leave a map short of its count
+ * and make the whole record undecodable. */
 static void kv_result(struct frame_map *r, const struct store_result *res)
 {
 	if (res->blob) {
@@ -66,7 +74,11 @@ static void kv_result(struct frame_map *r, const struct store_result *res)
 	}
 }
 
-/* A snapshot of one task: 26 pairs, in the order earlier versions wrote them. */
+/* A snapshot of one task: 26 pairs, in the order earlier versions wrote them.  The count in
+ * frame_map_begin must match the pairs written below exactly (question, answers and
+ * checkpoint are one pair each whatever their shape).  The checkpoint is a string when it
+ * names a blob and bin when inline: the decoder (get_ckpt) tells the two apart by msgpack
+ * type, so the same key serves both. */
 static void enc_snap(struct frame_map *r, const struct store_rec *rec)
 {
 	const struct store_task *s = &rec->u.snap;
@@ -212,6 +224,8 @@ static void kv_s(struct frame_map *r, const char *k, const char *v)
 	frame_pack_kv_str(&r->pk, k, v);   /* NULL: nil, as the records have always had it */
 }
 
+/* The 12 pairs X_OPEN and X_SNAP share; both callers count them in their map size, so a
+ * field added here without changing those counts would corrupt every transfer record. */
 static void enc_open_fields(struct frame_map *r, const struct store_xfer *x)
 {
 	kv_s(r, "h", x->h);
@@ -228,6 +242,7 @@ static void enc_open_fields(struct frame_map *r, const struct store_xfer *x)
 	kv_s(r, "sha", x->sha);
 }
 
+/* The 5 pairs of a publish intent (X_INTENT, and X_SNAP when has_intent). */
 static void enc_intent(struct frame_map *r, const struct store_xfer *x)
 {
 	kv_int(r, "pdev", x->pub.dev);
@@ -280,6 +295,8 @@ static int encode_xfer(const struct store_rec *rec, struct frame_map *r)
 		kv_int(r, "until", x->until);
 		return 0;
 	case STORE_REC_X_SNAP:
+		/* The open fields, the 7 state fields below, and the intent's 5 only when there is
+		 * one: the count must follow has_intent exactly. */
 		frame_map_begin(r, 12 + 7 + (x->has_intent ? 5 : 0));
 		enc_open_fields(r, x);
 		if (x->has_intent)
@@ -305,6 +322,11 @@ static int encode_xfer(const struct store_rec *rec, struct frame_map *r)
 	}
 }
 
+/* Encoding happens here, at append time, so that the caller's memory may go as soon as this
+ * returns (store.h): the journal keeps the packed bytes, not the record.  A raw payload is
+ * appended unchecked, on purpose: it is how tests write odd records.  Refused before a
+ * replay (the journal is not open yet) and on a read-only store (-EROFS), so that nothing is
+ * accepted that could never be made durable. */
 static int sj_append(struct store *s, const struct store_rec *rec)
 {
 	struct store_journal *sj = (struct store_journal *)s;
@@ -332,6 +354,9 @@ struct strs {
 	int oom;
 };
 
+/* Take ownership of s.  On allocation failure s is freed at once and the failure is only
+ * recorded (oom): the getters stay one-liners, and decode() checks oom once at the end, so a
+ * record with a missing string is never handed to the callback as if it were complete. */
 static const char *keep(struct strs *st, char *s)
 {
 	if (!s)
@@ -350,6 +375,7 @@ static const char *keep(struct strs *st, char *s)
 	return st->v[st->n++] = s;
 }
 
+/* Called only after the callback has returned: the decoded record points into these. */
 static void strs_free(struct strs *st)
 {
 	for (size_t i = 0; i < st->n; i++)
@@ -381,6 +407,8 @@ static const char *get_json(struct strs *st, const msgpack_object *m, const char
 	return keep(st, d);
 }
 
+/* An absent or non-integer field reads as 0 rather than failing: records written before a
+ * field existed must still replay. */
 static int64_t get_i(const msgpack_object *m, const char *k)
 {
 	int64_t v = 0;
@@ -404,6 +432,8 @@ static void get_ckpt(struct strs *st, const msgpack_object *m, const char *binke
 		k->blob = get_s(st, m, binkey);
 }
 
+/* A blob name wins over inline text: kv_result writes either resultBlob or result, so the
+ * presence of resultBlob says which shape the writer chose. */
 static void get_result(struct strs *st, const msgpack_object *m, struct store_result *res)
 {
 	memset(res, 0, sizeof *res);
@@ -443,6 +473,9 @@ static int dec_snap_qa(struct strs *st, const msgpack_object *m, struct store_ta
 	return 0;
 }
 
+/* The reverse of enc_snap, by key rather than by position: the keys are looked up, so their
+ * order only matters to the writer.  The answers array is the caller's to free (after the
+ * callback), as the strings are. */
 static int dec_snap(struct strs *st, const msgpack_object *m, struct store_task *s,
                     struct store_answer **answers)
 {
@@ -490,6 +523,7 @@ static int decode(struct strs *st, uint8_t type, const msgpack_object *m, struct
 		break;
 	case STORE_REC_CHECKPOINT:
 		r->u.checkpoint.seq = get_i(m, "seq");
+		/* encode writes either "blob" or "data"; the key present says which it chose. */
 		get_ckpt(st, m, "data", frame_get(m, "blob") ? "blob" : NULL, &r->u.checkpoint.ckpt);
 		break;
 	case STORE_REC_ASK:
@@ -527,6 +561,8 @@ static int decode(struct strs *st, uint8_t type, const msgpack_object *m, struct
 	return st->oom ? -ENOMEM : 0;
 }
 
+/* Like get_i, and says whether the field was there: some transfer fields default to something
+ * other than 0 when absent (store.h), which only the transfer code knows. */
 static int64_t get_has(const msgpack_object *m, const char *k, int *has)
 {
 	int64_t v = 0;
@@ -558,6 +594,7 @@ static int decode_xfer(struct strs *st, const msgpack_object *m, struct store_xf
 	get_fid(st, m, "dev", "ino", "fsid", "fh", &x->id);
 	get_fid(st, m, "pdev", "pino", "pfsid", "pfh", &x->pub);
 	get_has(m, "pino", &has_pino);
+	/* An intent needs a published inode: a pino of 0 names no file, so it does not count. */
 	x->has_intent = has_pino && x->pub.ino != 0;
 	x->psha = get_s(st, m, "psha");
 	x->touched = get_has(m, "touched", &x->has_touched);
@@ -582,6 +619,8 @@ struct replay {
 	void *arg;
 };
 
+/* Transfer records carry no task id (their handle is h), so they skip the id check that task
+ * records get.  Owns f: it is released here on every path, after the callback. */
 static int replay_xfer(struct replay *rp, struct frame *f, struct store_rec *r, char *err, size_t errlen)
 {
 	struct strs st = { 0 };
@@ -596,7 +635,10 @@ static int replay_xfer(struct replay *rp, struct frame *f, struct store_rec *r, 
 }
 
 /* Why decode here and not in the caller: the callback sees typed records only, the same as
- * from any other backend; msgpack stays this file's business. */
+ * from any other backend; msgpack stays this file's business.  The journal's own snapshot
+ * markers are skipped: they are framing, not records.  Journal bytes are input from disk,
+ * so a payload that is not a map or a task record without a 32-character id stops the
+ * replay with a message instead of reaching the supervisor half-formed. */
 static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, char *err, size_t errlen)
 {
 	struct replay *rp = arg;
@@ -619,6 +661,7 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 		snprintf(err, errlen, "record of type %u has no valid task id", type);
 		return -1;
 	}
+	/* Exactly 32 bytes were checked above, and r was zeroed, so task_id stays terminated. */
 	memcpy(r.task_id, s, 32);
 	struct strs st = { 0 };
 	struct store_answer *answers = NULL;
@@ -633,6 +676,8 @@ static int replay_cb(void *arg, uint8_t type, const void *payload, size_t len, c
 	return rc < 0 ? -1 : 0;
 }
 
+/* The journal's messages (a torn tail cut, ...) are passed on; a caller without a log
+ * callback simply does not hear them. */
 static void log_cb(void *arg, const char *msg)
 {
 	struct replay *rp = arg;
@@ -640,6 +685,8 @@ static void log_cb(void *arg, const char *msg)
 		rp->log(rp->arg, msg);
 }
 
+/* Replay is the open: journal_open reads every segment through replay_cb before it returns
+ * the handle, which is what makes "replay before append, exactly once" (store.h) hold. */
 static int sj_replay(struct store *s, store_replay_cb cb, store_log_cb log, void *arg, char *err, size_t errlen)
 {
 	struct store_journal *sj = (struct store_journal *)s;
@@ -653,6 +700,8 @@ static int sj_replay(struct store *s, store_replay_cb cb, store_log_cb log, void
 
 /* ---- the rest of the ops ------------------------------------------------------------------- */
 
+/* A read-only store (or one not opened) has nothing pending, since append refuses there, so
+ * commit succeeds trivially rather than failing callers that commit unconditionally. */
 static int sj_commit(struct store *s)
 {
 	struct store_journal *sj = (struct store_journal *)s;
@@ -661,6 +710,7 @@ static int sj_commit(struct store *s)
 	return journal_commit(sj->j);
 }
 
+/* A snapshot rewrites the journal, so it is refused where nothing may be written. */
 static int sj_snapshot_begin(struct store *s)
 {
 	struct store_journal *sj = (struct store_journal *)s;
@@ -679,6 +729,8 @@ static void sj_snapshot_abort(struct store *s)
 	journal_rewrite_abort(((struct store_journal *)s)->j);
 }
 
+/* Bytes waiting for the group commit (store.h allows bytes or records).  0 on a read-only
+ * store, which can have nothing pending, so callers never try to commit there. */
 static size_t sj_pending(const struct store *s)
 {
 	const struct store_journal *sj = (const struct store_journal *)s;
@@ -695,6 +747,8 @@ static void sj_stats(const struct store *s, struct store_stats *out)
 	out->records_replayed = journal_records_replayed(sj->j);
 }
 
+/* No commit here: what was appended and not committed is lost, as store.h promises and as
+ * a crash would do, so close never makes anything durable behind the caller's back. */
 static void sj_close(struct store *s)
 {
 	struct store_journal *sj = (struct store_journal *)s;
@@ -712,6 +766,8 @@ static const struct store_ops journal_ops = {
 	.close = sj_close,
 };
 
+/* Nothing is opened here: the journal is opened by the first replay, so a store that fails
+ * to replay never has a half-open journal to append to. */
 int store_journal_new(const char *state_dir, const struct journal_opts *opts, struct store **out)
 {
 	struct store_journal *sj = calloc(1, sizeof *sj);

@@ -34,6 +34,7 @@ struct store_mem {
 	size_t pending_bytes;
 };
 
+/* Each record is one store_rec_dup block, so one free() per entry releases it whole. */
 static void recs_clear(struct recs *r)
 {
 	for (size_t i = 0; i < r->n; i++)
@@ -56,7 +57,9 @@ static int recs_push(struct recs *r, struct store_rec *x)
 	return 0;
 }
 
-/* Move all of src to the end of dst; src is left empty.  -ENOMEM leaves both as they were. */
+/* Move all of src to the end of dst; src is left empty.  -ENOMEM leaves both as they were.
+ * The room is made before anything moves, so a failed commit keeps the whole batch pending
+ * (store.h: the next commit retries it) instead of committing half of it. */
 static int recs_move(struct recs *dst, struct recs *src)
 {
 	if (dst->n + src->n > dst->cap) {
@@ -76,7 +79,9 @@ static int recs_move(struct recs *dst, struct recs *src)
 	return 0;
 }
 
-/* The injected fault for op, if one is armed: -errno, counting it down. */
+/* The injected fault for op, if one is armed: -errno, counting it down.  Checked before any
+ * state changes in the callers, so an injected failure behaves like a real one: nothing of
+ * the failed operation is kept. */
 static int take_fault(struct store_mem_medium *m, enum store_mem_op op)
 {
 	if (!m->fail_count[op])
@@ -85,6 +90,9 @@ static int take_fault(struct store_mem_medium *m, enum store_mem_op op)
 	return -m->fail_err[op];
 }
 
+/* Hands over only what was committed on the medium: pending records of an earlier store were
+ * lost with it, as in a crash.  A callback that stops the replay gets -ECANCELED with the
+ * record's position, the same contract the journal keeps. */
 static int sm_replay(struct store *s, store_replay_cb cb, store_log_cb log, void *arg, char *err, size_t errlen)
 {
 	struct store_mem *sm = (struct store_mem *)s;
@@ -132,6 +140,8 @@ static int sm_append(struct store *s, const struct store_rec *r)
 	return 0;
 }
 
+/* An empty batch commits without consuming an armed fault, so a test that arms one commit
+ * failure sees it on the first commit that has something to lose. */
 static int sm_commit(struct store *s)
 {
 	struct store_mem *sm = (struct store_mem *)s;
@@ -147,6 +157,9 @@ static int sm_commit(struct store *s)
 	return rc;
 }
 
+/* What is pending is committed first: the records appended from here on go to the new base,
+ * and anything older that was still pending would otherwise be lost when it replaces the
+ * committed records. */
 static int sm_snapshot_begin(struct store *s)
 {
 	struct store_mem *sm = (struct store_mem *)s;
@@ -159,6 +172,9 @@ static int sm_snapshot_begin(struct store *s)
 	return 0;
 }
 
+/* The new base replaces the committed records in one step, or not at all: a fault (armed as a
+ * commit fault, since this is the snapshot's commit) drops the new base and leaves the old
+ * records authoritative, as snapshot_abort would. */
 static int sm_snapshot_end(struct store *s)
 {
 	struct store_mem *sm = (struct store_mem *)s;
@@ -189,6 +205,8 @@ static size_t sm_pending(const struct store *s)
 	return ((const struct store_mem *)s)->pending_bytes;
 }
 
+/* Byte figures are only an estimate here (records times the struct size): nothing is
+ * encoded, so there is no exact size to report. */
 static void sm_stats(const struct store *s, struct store_stats *out)
 {
 	const struct store_mem *sm = (const struct store_mem *)s;
@@ -196,6 +214,8 @@ static void sm_stats(const struct store *s, struct store_stats *out)
 	out->records_replayed = sm->replayed_n;
 }
 
+/* The medium is not touched: what was committed survives for the next store, what was
+ * pending is dropped, as in a crash. */
 static void sm_close(struct store *s)
 {
 	struct store_mem *sm = (struct store_mem *)s;

@@ -22,6 +22,9 @@
 #include "proto/io.h"
 #include "proto/jsontext.h"
 
+/* FORKPOINT_STATE first, then the XDG base directory rule, then ~/.local/state: the order
+ * the usage text documents (main.c), so the inspection commands look where it says.  Empty
+ * values count as unset, as XDG says. */
 char *ops_default_state_dir(void)
 {
 	const char *s = getenv("FORKPOINT_STATE");
@@ -45,7 +48,10 @@ struct view {
 
 static void view_close(struct view *v);
 
-/* Open the state dir read-only.  0, or -1 with the reason printed and v closed again. */
+/* Open the state dir read-only.  0, or -1 with the reason printed and v closed again.
+ * read_only means these commands can run next to a live server: no lock is taken, nothing is
+ * written, and a torn tail is ignored rather than cut (journal.h).  realpath comes first,
+ * so a missing state dir is reported by name before anything is opened. */
 static int view_open(struct view *v, const char *state, persist_tap tap, void *tap_arg)
 {
 	char err[1024];
@@ -86,7 +92,8 @@ static void view_close(struct view *v)
 }
 
 /* --raw, for the commands that print what jobs wrote: taken out of the arguments (a value
- * of --state excepted); 1 if it was there. */
+ * of --state excepted); 1 if it was there.  Taken out first so that parse_common need not
+ * know about it, and a state dir that happens to be named --raw is still a state dir. */
 static int take_raw(int *argc, char **argv)
 {
 	int raw = 0, n = 0;
@@ -108,6 +115,10 @@ static char *shown(const char *s, int raw)
 	return raw ? strdup(s ? s : "") : termsafe_str(s, 0);
 }
 
+/* The options the commands share; a NULL out-pointer means the command does not take that
+ * option, so it is refused as unexpected instead of silently ignored.  1 after --help (exit
+ * 0), 2 on a usage error (exit 2), 0 to go on.  --new-head wins over --repair whatever
+ * their order. */
 static int parse_common(int argc, char **argv, const char **state, const char **id, int *follow,
                         int *repair, const char *usage)
 {
@@ -138,6 +149,8 @@ static int parse_common(int argc, char **argv, const char **state, const char **
 	return 0;
 }
 
+/* A clock that went backwards (or a record from the future) shows 0s rather than a
+ * negative age. */
 static void age(int64_t ms, char *out, size_t n)
 {
 	int64_t s = (loop_wall_ms() - ms) / 1000;
@@ -153,6 +166,8 @@ static void age(int64_t ms, char *out, size_t n)
 		snprintf(out, n, "%lldd", (long long)(s / 86400));
 }
 
+/* A completed task shows full even if its job never reported 1.0; a negative fraction means
+ * the job never reported one, and prints as blank padding so the columns stay aligned. */
 static void bar(const struct task *t, char *out, size_t n)
 {
 	double f = t->status == TASK_COMPLETED ? 1.0 : t->fraction;
@@ -168,6 +183,9 @@ static void bar(const struct task *t, char *out, size_t n)
 	snprintf(out, n, "[%s] %3d%%", b, (int)(f * 100 + 0.5));
 }
 
+/* Every string printed that a job or client chose goes through shown(): the journal is
+ * written by untrusted jobs, and escape sequences in a tool name must not reach the
+ * terminal of the operator listing tasks. */
 int ops_ls(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint ls [--state DIR] [--raw]\n\nTasks, newest first: id, tool, status, progress, age.\n"
@@ -208,7 +226,9 @@ int ops_ls(int argc, char **argv)
 	return 0;
 }
 
-/* Find a task by id or unique prefix (at least 4 characters). */
+/* Find a task by id or unique prefix (at least 4 characters).  An ambiguous prefix finds
+ * nothing rather than the newest match: acting on a task the user did not mean is worse
+ * than asking for more characters. */
 static struct task *lookup(struct view *v, const char *id)
 {
 	struct task *t = tasks_find(v->sv.tasks, id), *found = NULL;
@@ -234,6 +254,8 @@ struct timeline {
 	size_t len, cap;
 };
 
+/* Called from the replay tap, which cannot fail, so on allocation failure the line is
+ * dropped and the timeline is just shorter. */
 static void tl_add(struct timeline *tl, const char *s)
 {
 	size_t n = strlen(s);
@@ -251,6 +273,11 @@ static void tl_add(struct timeline *tl, const char *s)
 	tl->len += n;
 }
 
+/* The persist tap sees every record as the view replays it, which is the only place the
+ * history still exists: the task table keeps only the latest state.  A snapshot record
+ * stands for everything before it and carries no time of its own, so the task's updated
+ * time is shown.  Job text is cut to a bounded length before escaping, so one huge message
+ * cannot blow up the output. */
 static void tap(void *arg, const struct store_rec *r)
 {
 	struct timeline *tl = arg;
@@ -300,7 +327,9 @@ static void print_kv(const char *k, const char *prefix, const char *v, int raw)
 	free(s);
 }
 
-/* Everything `show` prints about one task but its timeline. */
+/* Everything `show` prints about one task but its timeline.  Status names, times and
+ * numbers are ours and printed as they are; every other string went through a job or a
+ * client and goes through print_kv or print_kv_json. */
 static void show_task(const struct view *v, const struct task *t, int raw)
 {
 	char ts[64];
@@ -358,6 +387,10 @@ static void show_task(const struct view *v, const struct task *t, int raw)
 	}
 }
 
+/* The timeline is collected by the tap during view_open, before the task is looked up, so
+ * the prefix in tl.want matches records of any task it starts; the lookup after replay is
+ * what enforces one task.  An expired id is told apart from an unknown one by its
+ * tombstone. */
 int ops_show(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint show TASK [--state DIR] [--raw]\n\n"
@@ -395,6 +428,7 @@ int ops_show(int argc, char **argv)
 	return 0;
 }
 
+/* The one mutable global: a signal flag, the only kind the style allows. */
 static volatile sig_atomic_t stop_follow;
 
 static void on_int(int s)
@@ -413,6 +447,10 @@ static int emit(struct termsafe *ts, char *esc, const char *buf, size_t n)
 	return o ? io_write_full(1, esc, o) : 0;
 }
 
+/* The view is closed before the log is read, so following a log holds no journal view open
+ * between polls (only the log's fd); the task's state is re-read from the journal once a
+ * second to know when to stop.  O_NOFOLLOW keeps a symlink planted at the log's path from
+ * making this command print another file. */
 int ops_logs(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint logs TASK [-f] [--state DIR] [--raw]\n\n"
@@ -476,6 +514,7 @@ int ops_logs(int argc, char **argv)
 			last_check = loop_now();
 			if (view_open(&v, dir, NULL, NULL) == 0) {
 				struct task *tt = tasks_find(v.sv.tasks, tid);
+				/* A task that is gone (expired) ends the follow as well. */
 				terminal = !tt || (TASK_TERMINAL(tt->status) && !tt->job);
 			}
 			view_close(&v);
@@ -491,6 +530,9 @@ int ops_logs(int argc, char **argv)
 	return 0;
 }
 
+/* Two passes: the journal's own checks first (records, segments, snapshots), then a replay
+ * that reads every referenced blob through blobs_get, which verifies its sha256.  A damaged
+ * blob is reported, never repaired: the task that refers to it answers task_lost. */
 int ops_fsck(int argc, char **argv)
 {
 	static const char usage[] = "usage: forkpoint fsck [--repair | --new-head] [--state DIR]\n\n"

@@ -11,7 +11,10 @@
 
 #include "supervisor/core/artifacts.h"
 
-/* Standard base64 with padding, as MCP's image, audio and blob fields carry. */
+/* Standard base64 with padding, as MCP's image, audio and blob fields carry.  Only the
+ * alphabet, the length and the place of the padding are checked, without decoding: enough
+ * that a client's decoder is never handed text that is not base64, at no cost in memory
+ * for large images. */
 static int base64_ok(const char *s)
 {
 	size_t n = strlen(s), pad = 0;
@@ -45,9 +48,12 @@ static int uri_ok(const char *uri, const char *task_id)
 		n++;
 	if (uri[n] != ':')
 		return 0;
+	/* Whitespace and control characters have no place in a URI and could hide its real
+	 * target from a user reading it. */
 	for (const unsigned char *p = (const unsigned char *)uri; *p; p++)
 		if (*p <= 0x20 || *p == 0x7f)
 			return 0;
+	/* Schemes are case-insensitive (RFC 3986, 3.1): FILE: is refused like file:. */
 	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
 		if (strlen(refused[i]) == n && strncasecmp(uri, refused[i], n) == 0)
 			return 0;
@@ -57,7 +63,10 @@ static int uri_ok(const char *uri, const char *task_id)
 	return 1;
 }
 
-/* Move key from src to dst if present; it must satisfy type (a cJSON_Is* predicate). */
+/* Move key from src to dst if present; it must satisfy type (a cJSON_Is* predicate).  Moving
+ * (detach, then attach) rather than copying keeps a large value such as image data from
+ * being duplicated.  It also empties src as it goes, so on a failure src is left part
+ * stripped, which is why mcpresult.h forbids forwarding r after a failure. */
 static int take(cJSON *dst, cJSON *src, const char *key, cJSON_bool (*type)(const cJSON *), int required,
                 const char *where, char *why, size_t whylen)
 {
@@ -76,7 +85,9 @@ static int take(cJSON *dst, cJSON *src, const char *key, cJSON_bool (*type)(cons
 	return 0;
 }
 
-/* annotations: {audience?: ["user"|"assistant"], priority?: 0..1, lastModified?: string}. */
+/* annotations: {audience?: ["user"|"assistant"], priority?: 0..1, lastModified?: string}.
+ * Rebuilt like the blocks, so unknown keys inside annotations are dropped too; the value
+ * checks run on the clean copy, after the type checks, so each check sees the right type. */
 static int take_annotations(cJSON *dst, cJSON *src, const char *where, char *why, size_t whylen)
 {
 	cJSON *a = cJSON_GetObjectItemCaseSensitive(src, "annotations");
@@ -108,7 +119,10 @@ static int take_annotations(cJSON *dst, cJSON *src, const char *where, char *why
 	return 0;
 }
 
-/* The embedded resource of a "resource" block: uri and exactly one of text or blob. */
+/* The embedded resource of a "resource" block: uri and exactly one of text or blob.  Both or
+ * neither would leave the client to guess which content is meant, so either is refused.
+ * The uri gets the same check as a resource_link's: an embedded resource can name a client
+ * file or another task's resource as easily as a link can. */
 static int clean_embedded(cJSON *dst, cJSON *src, const char *task_id, const char *where, char *why,
                           size_t whylen)
 {
@@ -145,7 +159,9 @@ static int clean_embedded(cJSON *dst, cJSON *src, const char *task_id, const cha
 	return 0;
 }
 
-/* Rebuild one content block from its type's keys. */
+/* Rebuild one content block from its type's keys.  An unknown type is refused rather than
+ * passed on: the allow-list is the point (see the file header).  where names the block by
+ * index, so the reason in why says which block of a long array was wrong. */
 static int clean_block(cJSON *src, size_t i, const char *task_id, cJSON **out, char *why, size_t whylen)
 {
 	char where[48];
@@ -199,6 +215,9 @@ static int clean_block(cJSON *src, size_t i, const char *task_id, cJSON **out, c
 	return 0;
 }
 
+/* Every block is validated into a new array before r is touched at the top level, so a
+ * refused result is never half-rewritten at that level.  The block limit is checked first,
+ * before any block is rebuilt, so an oversized content array is refused without the work. */
 int mcpresult_clean(cJSON *r, const char *task_id, char *why, size_t whylen)
 {
 	why[0] = 0;

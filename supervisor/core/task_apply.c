@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Unformatted, because the text goes into journal records and the store carries it as is;
+ * a NULL value is "no text" (0 with *out NULL), so only an allocation failure is an error. */
 int task_json_text(const cJSON *v, char **out)
 {
 	*out = NULL;
@@ -23,7 +25,9 @@ struct ap {
 	int oom;
 };
 
-/* A JSON text parsed; NULL for NULL or "null".  Text that does not parse sets bad. */
+/* A JSON text parsed; NULL for NULL or "null".  Text that does not parse sets bad.  The text
+ * comes from journal bytes, so a damaged value must be reported (task_apply turns bad into
+ * -EBADMSG) rather than quietly replayed as an absent one. */
 static cJSON *json(struct ap *a, const char *text)
 {
 	if (!text)
@@ -71,6 +75,8 @@ static void set_progress_msg(struct ap *a, const char *s)
 	set_str(a, &a->t->progress_msg, s && s[0] ? s : NULL);
 }
 
+/* The new values are built before the old question is cleared, for the same reason as in
+ * set_str: the record may point at the task's own strings. */
 static void set_question(struct ap *a, const char *qid, const char *prompt, const char *choices)
 {
 	char *q = dup(a, qid), *p = dup(a, prompt);
@@ -91,6 +97,8 @@ static void add_answer(struct ap *a, const struct store_answer *src)
 	}
 	an->question_id = dup(a, src->qid);
 	an->response = json(a, src->response);
+	/* A "null" answer is still an answer: keep it as a JSON null so the client reads back
+	 * what it sent. */
 	if (!an->response)
 		an->response = cJSON_CreateNull();
 	an->next = a->t->answers;
@@ -102,6 +110,8 @@ static void add_answer(struct ap *a, const struct store_answer *src)
 static void set_checkpoint(struct ap *a, const struct store_checkpoint *k, int64_t seq)
 {
 	struct task *t = a->t;
+	/* On the live path the caller may hand over its malloc'd copy (owned), which saves a
+	 * second copy of a checkpoint that can be large. */
 	void *copy = k->owned;
 	char blob[sizeof t->checkpoint_blob] = "";
 	if (k->has_data && !copy && !(copy = malloc(k->len ? k->len : 1))) {
@@ -146,6 +156,8 @@ static void set_result(struct ap *a, const struct store_result *res)
 	t->result_is_mcp = res->mcp != 0;
 }
 
+/* A status name this version does not know is refused, never mapped to a default: that
+ * would rebuild the task in a state the journal never recorded. */
 static int set_status(struct ap *a, const char *name, char *err, size_t errlen)
 {
 	int st = task_status_parse(name);
@@ -157,7 +169,9 @@ static int set_status(struct ap *a, const char *name, char *err, size_t errlen)
 	return 0;
 }
 
-/* The identity every task starts from (CREATE, or the first fields of a snapshot). */
+/* The identity every task starts from (CREATE, or the first fields of a snapshot).  A task
+ * without a tool or arguments could never run, so the record is refused as damaged; the
+ * error says -ENOMEM instead when it was only the copy that failed. */
 static int apply_identity(struct ap *a, const char *tool, const char *args, int64_t created,
                           char *err, size_t errlen)
 {
@@ -172,7 +186,10 @@ static int apply_identity(struct ap *a, const char *tool, const char *args, int6
 	return 0;
 }
 
-/* A whole task from a snapshot record. */
+/* A whole task from a snapshot record.  Answers are stored newest first and add_answer
+ * prepends, so they are applied oldest first to come out in the stored order.  The result
+ * and error are only read for a terminal task: a live task has none, whatever the record
+ * holds. */
 static int apply_snap(struct ap *a, char *err, size_t errlen)
 {
 	struct task *t = a->t;
@@ -207,6 +224,8 @@ static int apply_snap(struct ap *a, char *err, size_t errlen)
 	return 0;
 }
 
+/* FINISH must carry a terminal status: a finish record that left its task live would mean
+ * the journal is damaged, and replaying it anyway would hide that. */
 static int apply_finish(struct ap *a, char *err, size_t errlen)
 {
 	struct task *t = a->t;
@@ -249,7 +268,10 @@ static void apply_artsha(struct ap *a, const struct store_xfer *x)
 }
 
 /* Why one switch: each record type changes a handful of fields, and reading them together is
- * how the lifecycle is checked.  The same code runs live and in replay. */
+ * how the lifecycle is checked.  The same code runs live and in replay, so a restart rebuilds
+ * exactly the state the live path had.  An unknown type fails the replay instead of being
+ * skipped: a record from a newer version may change state this one cannot rebuild.  The
+ * oom and bad flags are checked last, once, so a setter never needs its own error path. */
 int task_apply(struct task *t, const struct store_rec *r, char *err, size_t errlen)
 {
 	struct ap a = { t, r, 0, 0 };

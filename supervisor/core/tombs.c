@@ -34,6 +34,10 @@ void tombs_free(struct tombs *tb)
 	free(tb);
 }
 
+/* Added at the head without looking for an older tombstone of the same name: tombs_find
+ * meets the newest first, which is the one tombs.h says it returns, so no search is needed.
+ * The copy is cut at 32 characters (tombs.h), so a caller-supplied name of any length
+ * cannot overrun the entry. */
 int tombs_add(struct tombs *tb, const char *id, int64_t until)
 {
 	struct tomb *b = calloc(1, sizeof *b);
@@ -47,6 +51,8 @@ int tombs_add(struct tombs *tb, const char *id, int64_t until)
 	return 0;
 }
 
+/* 0 means "no tombstone": an until of 0 could never be in the future, so callers can test
+ * the result directly.  A linear scan, because the list stays short (see struct tombs). */
 int64_t tombs_find(const struct tombs *tb, const char *id)
 {
 	for (const struct tomb *b = tb->head; b; b = b->next)
@@ -55,6 +61,8 @@ int64_t tombs_find(const struct tombs *tb, const char *id)
 	return 0;
 }
 
+/* The walk that writes tombstones into a snapshot.  fn must not add or prune tombstones: the
+ * walk holds a pointer into the list. */
 void tombs_each(const struct tombs *tb, void (*fn)(void *arg, const char *id, int64_t until),
                      void *arg)
 {
@@ -62,6 +70,9 @@ void tombs_each(const struct tombs *tb, void (*fn)(void *arg, const char *id, in
 		fn(arg, b->id, b->until);
 }
 
+/* until <= now goes: a tombstone is only worth keeping while it may still be asked about.
+ * Pruning walks a pointer to the link rather than the node, so the head and inner nodes are
+ * unlinked the same way.  Each owner calls it on its own clock (tombs.h). */
 size_t tombs_prune(struct tombs *tb, int64_t now)
 {
 	size_t n = 0;
