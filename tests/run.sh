@@ -107,7 +107,7 @@ else
 	add e2e 0 1
 fi
 
-# ---- the official MCP conformance suites (stable, and the 2026-07-28 tasks scenarios) ----
+# ---- the official MCP conformance suites (the stable set, and the 2026-07-28 required set with its extension scenarios) ----
 if [ -x tests/conformance/run.sh ]; then
 	out=$(mktemp)
 	tests/conformance/run.sh >"$out" 2>&1
